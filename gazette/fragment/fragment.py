@@ -119,7 +119,7 @@ class Fragment:
             begin=self.begin,
             end=self.end,
             sum=pb.SHA1Sum(part1=p1, part2=p2, part3=p3),
-            compression_codec=int(self.codec),
+            compression_codec=int(self.codec),  # type: ignore[arg-type]
             backing_store=self.backing_store,
             mod_time=self.mod_time,
             path_postfix=self.path_postfix,

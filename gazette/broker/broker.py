@@ -1,0 +1,292 @@
+"""Broker: one process's journal service: etcd session, KeySpace, replicas, gRPC server, persister.
+
+The Broker owns every task it starts (lease keep-alive, KeySpace watch, replica refreshes, the
+persister) and stops them in `stop()`. A graceful stop (SIGTERM) rolls every spool and drains the
+persister before revoking its lease, so nothing committed on this broker is left unpersisted.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import secrets
+from collections.abc import AsyncIterator
+
+import aetcd
+import grpc
+from prometheus_client import start_http_server
+
+from gazette.broker.append import AppendRolledBack, serve_append
+from gazette.broker.journals import serve_apply, serve_flush, serve_list, serve_list_fragments
+from gazette.broker.metrics import BrokerMetrics
+from gazette.broker.proxy import Proxy
+from gazette.broker.read import serve_read
+from gazette.broker.replica import Replica
+from gazette.broker.resolver import Resolver, decode_value
+from gazette.fragment.fragment import Fragment
+from gazette.fragment.persister import Persister
+from gazette.fragment.stores import get_store
+from gazette.keyspace import layout
+from gazette.keyspace.etcd import connect
+from gazette.keyspace.keyspace import KeySpace
+from gazette.protocol import broker_pb2 as pb
+from gazette.protocol import broker_pb2_grpc as pb_grpc
+from gazette.protocol.spec import JournalSpec
+
+log = logging.getLogger(__name__)
+
+DEFAULT_ROOT = "/gazette/cluster"
+DEFAULT_LEASE_TTL_S = 20
+DEFAULT_MAX_REPLICATION = 9
+GRPC_MAX_MESSAGE_BYTES = 8 << 20
+GRACEFUL_STOP_S = 5.0
+
+
+class Broker:
+    def __init__(
+        self,
+        etcd_endpoint: str,
+        *,
+        root: str = DEFAULT_ROOT,
+        zone: str = "local",
+        suffix: str | None = None,
+        host: str = "127.0.0.1",
+        port: int = 0,
+        metrics_port: int | None = 0,
+        journal_limit: int = 1024,
+        lease_ttl_s: int = DEFAULT_LEASE_TTL_S,
+        max_replication: int = DEFAULT_MAX_REPLICATION,
+        spool_dir: str | None = None,
+        watch_apply_delay_s: float = 0.03,
+    ) -> None:
+        self.etcd_endpoint = etcd_endpoint
+        self.root = root.rstrip("/")
+        self.zone = zone
+        self.suffix = suffix or f"broker-{secrets.token_hex(4)}"
+        self.host = host
+        self.port = port
+        self.metrics_port = metrics_port
+        self.journal_limit = journal_limit
+        self.lease_ttl_s = lease_ttl_s
+        self.max_replication = max_replication
+        self.spool_dir = spool_dir
+        self.watch_apply_delay_s = watch_apply_delay_s
+        self.metrics = BrokerMetrics()
+        self.proxy = Proxy()
+        self.replicas: dict[str, Replica] = {}
+        self.endpoint = ""
+        self.metrics_endpoint = ""
+        self._server: grpc.aio.Server | None = None
+        self._metrics_server = None
+        self._lease: aetcd.Lease | None = None
+        self._tasks: list[asyncio.Task] = []
+        self._replica_stops: set[asyncio.Task] = set()
+        self._reconcile_wakeup = asyncio.Event()
+        self._stopping = False
+
+    @property
+    def id(self) -> tuple[str, str]:
+        return (self.zone, self.suffix)
+
+    # --- lifecycle -------------------------------------------------------------------------------
+    async def start(self) -> Broker:
+        self.etcd: aetcd.Client = connect(self.etcd_endpoint)
+        self.persister = Persister()
+        await self.persister.start()
+
+        self._server = grpc.aio.server(
+            options=[
+                ("grpc.max_receive_message_length", GRPC_MAX_MESSAGE_BYTES),
+                ("grpc.max_send_message_length", GRPC_MAX_MESSAGE_BYTES),
+                ("grpc.so_reuseport", 0),
+            ]
+        )
+        pb_grpc.add_JournalServicer_to_server(JournalService(self), self._server)
+        bound = self._server.add_insecure_port(f"{self.host}:{self.port}")
+        self.port = bound
+        self.endpoint = f"http://{self.host}:{bound}"
+
+        self.ks = KeySpace(self.etcd, self.root, decode_value(self.root), self.watch_apply_delay_s)
+        self.resolver = Resolver(self.ks, self.id, self.replicas)
+
+        self._lease = await self.etcd.lease(self.lease_ttl_s)
+        await self._announce(exiting=False)
+        await self.ks.start()
+        self.ks.add_observer(self.resolver.on_keyspace_change)
+        self.ks.add_observer(self._reconcile_wakeup.set)
+        await self._server.start()
+        if self.metrics_port is not None:
+            self._metrics_server, _ = start_http_server(self.metrics_port, self.host, self.metrics.registry)
+            self.metrics_endpoint = f"http://{self.host}:{self._metrics_server.server_port}/metrics"
+        self._tasks.append(asyncio.create_task(self._keep_alive(), name="lease keep-alive"))
+        self._tasks.append(asyncio.create_task(self._reconcile_loop(), name="replica reconcile"))
+        self._reconcile()
+        log.info("broker %s#%s serving at %s", self.zone, self.suffix, self.endpoint)
+        return self
+
+    async def stop(self, graceful: bool = True) -> None:
+        """Stops serving; gracefully, rolls and persists every spool before the lease is revoked."""
+        if self._stopping:
+            return
+        self._stopping = True
+        if graceful:
+            try:
+                await self._announce(exiting=True)
+            except Exception as exc:
+                log.warning("could not announce exiting: %s", exc)
+        if self._server is not None:
+            await self._server.stop(GRACEFUL_STOP_S if graceful else 0)
+        for t in self._tasks:
+            t.cancel()
+        for t in self._tasks:
+            try:
+                await t
+            except (asyncio.CancelledError, Exception):
+                pass
+        self._tasks.clear()
+        await asyncio.gather(*(r.stop() for r in self.replicas.values()), return_exceptions=True)
+        if self._replica_stops:
+            await asyncio.gather(*self._replica_stops, return_exceptions=True)
+        self.replicas.clear()
+        await self.persister.stop(drain=graceful)
+        await self.ks.stop()
+        if self._lease is not None:
+            try:
+                await self._lease.revoke()
+            except Exception as exc:
+                log.warning("could not revoke lease: %s", exc)
+        await self.proxy.close()
+        if self._metrics_server is not None:
+            self._metrics_server.shutdown()
+            self._metrics_server.server_close()
+        await self.etcd.close()
+
+    async def _announce(self, exiting: bool) -> None:
+        spec = pb.BrokerSpec(
+            process_spec=pb.ProcessSpec(
+                id=pb.ProcessSpec.ID(zone=self.zone, suffix=self.suffix), endpoint=self.endpoint
+            ),
+            journal_limit=self.journal_limit,
+            exiting=exiting,
+        )
+        key = layout.member_key(self.root, self.zone, self.suffix)
+        await self.etcd.put(key.encode(), spec.SerializeToString(), lease=self._lease)
+
+    async def _keep_alive(self) -> None:
+        assert self._lease is not None
+        while True:
+            await asyncio.sleep(max(self.lease_ttl_s / 3.0, 0.5))
+            try:
+                await self._lease.refresh()
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:  # etcd unreachable: keep trying until the lease expires
+                log.warning("lease keep-alive of %s#%s failed: %s", self.zone, self.suffix, exc)
+
+    async def sign_url(self, fragment: Fragment, ttl_s: float) -> str:
+        store = get_store(fragment.backing_store)
+        return await asyncio.to_thread(store.sign_get, fragment.content_path, ttl_s)
+
+    # --- replicas --------------------------------------------------------------------------------
+    async def _reconcile_loop(self) -> None:
+        while True:
+            await self._reconcile_wakeup.wait()
+            self._reconcile_wakeup.clear()
+            self._reconcile()
+
+    def _reconcile(self) -> None:
+        """Creates replicas for journals newly assigned here; stops those no longer assigned."""
+        if self._stopping:
+            return
+        assigned: dict[str, tuple[JournalSpec, int]] = {}
+        for kv in self.ks.prefixed(layout.assign_prefix(self.root)):
+            key = layout.parse_assignment_key(self.root, kv.key)
+            if (key.zone, key.suffix) != self.id:
+                continue
+            item = self.ks.get(layout.item_key(self.root, key.item))
+            if item is not None:
+                assigned[key.item] = (item.decoded, item.create_revision)
+        for journal, replica in list(self.replicas.items()):
+            now = assigned.get(journal)
+            if now is None or now[1] != replica.create_revision:
+                del self.replicas[journal]
+                task = asyncio.create_task(replica.stop(), name=f"stop replica {journal}")
+                self._replica_stops.add(task)
+                task.add_done_callback(self._replica_stops.discard)
+            else:
+                replica.update_spec(now[0])
+        for journal, (spec, create_rev) in assigned.items():
+            if journal not in self.replicas:
+                replica = Replica(
+                    spec,
+                    create_rev,
+                    self.persister,
+                    spool_dir=self.spool_dir,
+                    on_commit=lambda f, head, j=journal: self.metrics.write_head.labels(j).set(head),
+                )
+                self.replicas[journal] = replica
+                replica.start()
+
+
+class JournalService(pb_grpc.JournalServicer):
+    """gRPC adapter: counts each RPC and maps handler errors to gRPC statuses."""
+
+    def __init__(self, broker: Broker) -> None:
+        self.b = broker
+
+    def _done(self, op: str, status: int | str) -> None:
+        name = status if isinstance(status, str) else pb.Status.Name(status)
+        self.b.metrics.completed.labels(op, name).inc()
+
+    async def List(self, request, context) -> AsyncIterator[pb.ListResponse]:
+        self.b.metrics.started.labels("List").inc()
+        async for resp in serve_list(self.b, request, context):
+            yield resp
+        self._done("List", 0)
+
+    async def Apply(self, request, context) -> pb.ApplyResponse:
+        self.b.metrics.started.labels("Apply").inc()
+        resp = await serve_apply(self.b, request, context)
+        self._done("Apply", resp.status)
+        return resp
+
+    async def Read(self, request, context) -> AsyncIterator[pb.ReadResponse]:
+        self.b.metrics.started.labels("Read").inc()
+        status = 0
+        async for resp in serve_read(self.b, request, context):
+            status = resp.status or status
+            yield resp
+        self._done("Read", status)
+
+    async def Append(self, request_iterator, context) -> pb.AppendResponse:
+        self.b.metrics.started.labels("Append").inc()
+        try:
+            resp = await serve_append(self.b, request_iterator, context)
+        except AppendRolledBack as exc:
+            self._done("Append", "ROLLED_BACK")
+            await context.abort(grpc.StatusCode.ABORTED, f"append rolled back: {exc}")
+            raise
+        self._done("Append", resp.status)
+        return resp
+
+    async def Replicate(self, request_iterator, context):
+        await context.abort(
+            grpc.StatusCode.UNIMPLEMENTED, "replication between brokers is not part of this release"
+        )
+
+    async def ListFragments(self, request, context) -> pb.FragmentsResponse:
+        self.b.metrics.started.labels("ListFragments").inc()
+        resp = await serve_list_fragments(self.b, request, context)
+        self._done("ListFragments", resp.status)
+        return resp
+
+    async def Flush(self, request, context) -> pb.FlushResponse:
+        self.b.metrics.started.labels("Flush").inc()
+        resp = await serve_flush(self.b, request, context)
+        self._done("Flush", resp.status)
+        return resp
+
+
+def default_spool_dir() -> str | None:
+    return os.environ.get("GAZETTE_SPOOL_DIR") or None

@@ -1,0 +1,183 @@
+"""List, Apply, ListFragments and Flush RPCs: the journal-space operations of reference 3.3, 3.4, 3.8.
+
+List and Apply read and write JournalSpecs under `<root>/items/`; Apply is one etcd transaction of
+compare-and-swaps on mod revisions and responds only once this broker's KeySpace observed it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from typing import TYPE_CHECKING
+
+import aetcd
+import grpc
+
+from gazette.keyspace import layout
+from gazette.protocol import broker_pb2 as pb
+from gazette.protocol.errors import GazetteError
+from gazette.protocol.selector import LabelSelector, journal_labels
+from gazette.protocol.spec import JournalSpec
+from gazette.protocol.status import Status
+from gazette.protocol.validate import validate_journal_name
+
+if TYPE_CHECKING:
+    from gazette.broker.broker import Broker
+
+LIST_CHUNK_JOURNALS = 25
+FRAGMENTS_PAGE_DEFAULT = 1000
+FRAGMENTS_PAGE_MAX = 10000
+
+
+def _matching(broker: Broker, selector: LabelSelector) -> list[pb.ListResponse.Journal]:
+    out = []
+    for kv in broker.ks.prefixed(layout.items_prefix(broker.root)):
+        spec: JournalSpec = kv.decoded
+        if not selector.matches(journal_labels(spec.labels, spec.name)):
+            continue
+        route, _ = broker.resolver.route_of(spec.name)
+        out.append(
+            pb.ListResponse.Journal(
+                spec=spec.to_proto(), mod_revision=kv.mod_revision, create_revision=kv.create_revision, route=route
+            )
+        )
+    return out
+
+
+async def serve_list(
+    broker: Broker, req: pb.ListRequest, context: grpc.aio.ServicerContext
+) -> AsyncIterator[pb.ListResponse]:
+    try:
+        selector = LabelSelector.from_proto(req.selector).for_journals()
+    except GazetteError as exc:
+        await context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(exc))
+    if req.watch_resume.etcd.revision:
+        await broker.ks.wait_for_revision(req.watch_resume.etcd.revision + 1)
+    last: tuple[int, int] | None = None
+    while True:
+        journals = _matching(broker, selector)
+        state = (len(journals), max((j.mod_revision for j in journals), default=0))
+        if state != last:
+            last = state
+            header = broker.resolver.header()
+            for i in range(0, max(len(journals), 1), LIST_CHUNK_JOURNALS):
+                chunk = journals[i : i + LIST_CHUNK_JOURNALS]
+                if i == 0:
+                    yield pb.ListResponse(status=int(Status.OK), header=header, journals=chunk)
+                else:
+                    yield pb.ListResponse(journals=chunk)
+            if not req.watch:
+                return
+            yield pb.ListResponse()  # end of this snapshot
+        await broker.ks.wait_for_change()
+
+
+async def serve_apply(broker: Broker, req: pb.ApplyRequest, context: grpc.aio.ServicerContext) -> pb.ApplyResponse:
+    compares, ops = [], []
+    tx = broker.etcd.transactions
+    try:
+        for ch in req.changes:
+            if ch.HasField("upsert") == bool(ch.delete):
+                raise GazetteError(Status.OK, "each change must have exactly one of upsert or delete")
+            if ch.HasField("upsert"):
+                spec = JournalSpec.from_proto(ch.upsert)
+                spec.validate()
+                key = layout.item_key(broker.root, spec.name)
+                ops.append(tx.put(key.encode(), ch.upsert.SerializeToString()))
+            else:
+                validate_journal_name(ch.delete)
+                if ch.expect_mod_revision == 0:
+                    raise GazetteError(
+                        Status.OK, f'deleting journal "{ch.delete}" needs its mod revision (or -1 to ignore it)'
+                    )
+                key = layout.item_key(broker.root, ch.delete)
+                ops.append(tx.delete(key.encode()))
+            if ch.expect_mod_revision != -1:
+                compares.append(tx.mod(key.encode()) == ch.expect_mod_revision)
+    except GazetteError as exc:
+        await context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(exc))
+    try:
+        ok, responses = await broker.etcd.transaction(compare=compares, success=ops, failure=[])
+    except aetcd.exceptions.ClientError as exc:
+        await context.abort(grpc.StatusCode.UNAVAILABLE, f"etcd transaction failed: {exc}")
+    if not ok:
+        return pb.ApplyResponse(status=int(Status.ETCD_TRANSACTION_FAILED), header=broker.resolver.header())
+    revision = _txn_revision(responses)
+    if revision:
+        await broker.ks.wait_for_revision(revision)
+    return pb.ApplyResponse(status=int(Status.OK), header=broker.resolver.header())
+
+
+def _txn_revision(responses: list) -> int:
+    """The revision an Apply transaction wrote at (0 if it changed nothing under the root)."""
+    revision = 0
+    for op in responses:
+        kind = op.WhichOneof("response")
+        if kind == "response_put":
+            revision = max(revision, op.response_put.header.revision)
+        elif kind == "response_delete_range" and op.response_delete_range.deleted:
+            revision = max(revision, op.response_delete_range.header.revision)
+    return revision
+
+
+async def serve_list_fragments(
+    broker: Broker, req: pb.FragmentsRequest, context: grpc.aio.ServicerContext
+) -> pb.FragmentsResponse:
+    try:
+        validate_journal_name(req.journal)
+        if req.page_limit < 0 or req.page_limit > FRAGMENTS_PAGE_MAX:
+            raise GazetteError(Status.OK, f"page_limit {req.page_limit} is invalid (expected 0..{FRAGMENTS_PAGE_MAX})")
+    except GazetteError as exc:
+        await context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(exc))
+    res = await broker.resolver.resolve(
+        req.journal,
+        require_primary=False,
+        may_proxy=not req.do_not_proxy,
+        proxy_header=req.header if req.HasField("header") else None,
+    )
+    if res.status != Status.OK:
+        return pb.FragmentsResponse(status=int(res.status), header=res.header)
+    if res.replica is None:
+        return await broker.proxy.list_fragments(res, req)
+    index = res.replica.index
+    await index.wait_first_refresh()
+    limit = req.page_limit or FRAGMENTS_PAGE_DEFAULT
+    ttl = req.signature_ttl.ToTimedelta().total_seconds() if req.HasField("signature_ttl") else 0.0
+    out: list[pb.FragmentsResponse._Fragment] = []
+    next_token = 0
+    for frag in index.fragments():
+        if frag.begin < req.next_page_token:
+            continue
+        if req.begin_mod_time and frag.mod_time and frag.mod_time < req.begin_mod_time:
+            continue
+        if req.end_mod_time and (frag.mod_time == 0 or frag.mod_time >= req.end_mod_time):
+            continue
+        if len(out) == limit:
+            next_token = frag.begin
+            break
+        url = ""
+        if ttl and frag.backing_store:
+            url = await broker.sign_url(frag, ttl)
+        out.append(pb.FragmentsResponse._Fragment(spec=frag.to_proto(), signed_url=url))
+    return pb.FragmentsResponse(status=int(Status.OK), header=res.header, fragments=out, next_page_token=next_token)
+
+
+async def serve_flush(broker: Broker, req: pb.FlushRequest, context: grpc.aio.ServicerContext) -> pb.FlushResponse:
+    try:
+        validate_journal_name(req.journal)
+    except GazetteError as exc:
+        await context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(exc))
+    res = await broker.resolver.resolve(
+        req.journal, require_primary=True, may_proxy=True, proxy_header=req.header if req.HasField("header") else None
+    )
+    if res.status != Status.OK:
+        return pb.FlushResponse(status=int(res.status), header=res.header)
+    if res.replica is None:
+        return await broker.proxy.flush(res, req)
+    try:
+        persisted = await res.replica.flush()
+    except Exception as exc:  # the store refused; the spool stays queued in the persister
+        return pb.FlushResponse(status=int(Status.FRAGMENT_STORE_UNHEALTHY), header=res.header, store_error=str(exc))
+    resp = pb.FlushResponse(status=int(Status.OK), header=res.header)
+    if persisted is not None:
+        resp.fragment.CopyFrom(persisted.to_proto())
+    return resp

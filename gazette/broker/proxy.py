@@ -1,0 +1,94 @@
+"""Forwards requests this broker cannot serve to the route member that can (reference 3.5, 3.6).
+
+The resolved header rides along so the receiver waits for this broker's etcd revision and checks it
+is the process addressed. Channels are cached per endpoint and closed with the broker.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+
+import grpc
+
+from gazette.broker.resolver import Resolution
+from gazette.protocol import broker_pb2 as pb
+from gazette.protocol import broker_pb2_grpc as pb_grpc
+from gazette.protocol.status import Status
+
+
+def grpc_target(endpoint: str) -> str:
+    """`http://host:port` -> `host:port` (the form grpc channels take)."""
+    for scheme in ("http://", "https://"):
+        if endpoint.startswith(scheme):
+            endpoint = endpoint[len(scheme):]
+    return endpoint.rstrip("/")
+
+
+class Proxy:
+    def __init__(self) -> None:
+        self._channels: dict[str, grpc.aio.Channel] = {}
+
+    def stub(self, endpoint: str) -> pb_grpc.JournalStub:
+        ch = self._channels.get(endpoint)
+        if ch is None:
+            ch = grpc.aio.insecure_channel(grpc_target(endpoint))
+            self._channels[endpoint] = ch
+        return pb_grpc.JournalStub(ch)
+
+    async def close(self) -> None:
+        for ch in self._channels.values():
+            await ch.close()
+        self._channels.clear()
+
+    def _endpoint(self, res: Resolution) -> str | None:
+        pid = res.header.process_id
+        for member, endpoint in zip(res.route.members, res.route.endpoints, strict=False):
+            if (member.zone, member.suffix) == (pid.zone, pid.suffix) and endpoint:
+                return endpoint
+        return None
+
+    async def append(
+        self, res: Resolution, first: pb.AppendRequest, rest: AsyncIterator[pb.AppendRequest]
+    ) -> pb.AppendResponse:
+        endpoint = self._endpoint(res)
+        if endpoint is None:
+            return pb.AppendResponse(status=int(Status.NO_JOURNAL_PRIMARY_BROKER), header=res.header)
+        fwd = pb.AppendRequest()
+        fwd.CopyFrom(first)
+        fwd.header.CopyFrom(res.header)
+
+        async def requests() -> AsyncIterator[pb.AppendRequest]:
+            yield fwd
+            async for req in rest:
+                yield req
+
+        return await self.stub(endpoint).Append(requests())
+
+    async def read(self, res: Resolution, req: pb.ReadRequest) -> AsyncIterator[pb.ReadResponse]:
+        endpoint = self._endpoint(res)
+        if endpoint is None:
+            yield pb.ReadResponse(status=int(Status.NOT_JOURNAL_BROKER), header=res.header)
+            return
+        fwd = pb.ReadRequest()
+        fwd.CopyFrom(req)
+        fwd.header.CopyFrom(res.header)
+        async for resp in self.stub(endpoint).Read(fwd):
+            yield resp
+
+    async def list_fragments(self, res: Resolution, req: pb.FragmentsRequest) -> pb.FragmentsResponse:
+        endpoint = self._endpoint(res)
+        if endpoint is None:
+            return pb.FragmentsResponse(status=int(Status.NOT_JOURNAL_BROKER), header=res.header)
+        fwd = pb.FragmentsRequest()
+        fwd.CopyFrom(req)
+        fwd.header.CopyFrom(res.header)
+        return await self.stub(endpoint).ListFragments(fwd)
+
+    async def flush(self, res: Resolution, req: pb.FlushRequest) -> pb.FlushResponse:
+        endpoint = self._endpoint(res)
+        if endpoint is None:
+            return pb.FlushResponse(status=int(Status.NO_JOURNAL_PRIMARY_BROKER), header=res.header)
+        fwd = pb.FlushRequest()
+        fwd.CopyFrom(req)
+        fwd.header.CopyFrom(res.header)
+        return await self.stub(endpoint).Flush(fwd)

@@ -1,0 +1,167 @@
+"""Replica: a broker's local state for one assigned journal (reference 4.6).
+
+Owns the journal's Index, its Spool (guarded by `pipeline`, an asyncio.Lock whose holder alone may
+mutate the spool: Go's 1-slot channel), the refresh task that lists the stores every
+`refresh_interval`, and hands completed spools to the broker's Persister. Started and stopped in
+one place by the Broker; stopping rolls the spool so its content is persisted.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Callable
+
+from gazette.fragment.content import list_fragments
+from gazette.fragment.fragment import Fragment
+from gazette.fragment.index import Index
+from gazette.fragment.persister import Persister
+from gazette.fragment.spool import CompletedSpool, Spool
+from gazette.fragment.spool_file import SpoolFile
+from gazette.protocol.labels import LabelSet
+from gazette.protocol.postfix import render_postfix
+from gazette.protocol.spec import JournalSpec
+from gazette.protocol.status import Status
+
+log = logging.getLogger(__name__)
+
+REFRESH_RETRY_S = 1.0
+
+
+class Replica:
+    def __init__(
+        self,
+        spec: JournalSpec,
+        create_revision: int,
+        persister: Persister,
+        *,
+        spool_dir: str | None = None,
+        on_commit: Callable[[Fragment, int], None] | None = None,
+    ) -> None:
+        self.journal = spec.name
+        self.spec = spec
+        self.create_revision = create_revision
+        self.index = Index(spec.name)
+        self.spool = Spool(spec.name, self, directory=spool_dir)
+        self.pipeline = asyncio.Lock()
+        self._persister = persister
+        self._on_commit_hook = on_commit
+        self._tasks: list[asyncio.Task] = []
+        self._refresh_now = asyncio.Event()
+        # Fragments persisted by this replica since the last listing began: a listing racing a
+        # persist must not hide it from the index.
+        self._recently_persisted: list[tuple[float, Fragment]] = []
+        self._stopped = False
+
+    # --- lifecycle -------------------------------------------------------------------------------
+    def start(self) -> None:
+        self._tasks.append(asyncio.create_task(self._refresh_loop(), name=f"refresh {self.journal}"))
+
+    async def stop(self) -> None:
+        """Rolls the spool (so its content goes to the persister) and cancels owned tasks."""
+        if self._stopped:
+            return
+        self._stopped = True
+        async with self.pipeline:
+            self.spool.close()
+        for t in self._tasks:
+            t.cancel()
+        for t in self._tasks:
+            try:
+                await t
+            except (asyncio.CancelledError, Exception):
+                pass
+        self._tasks.clear()
+
+    def update_spec(self, spec: JournalSpec) -> None:
+        stores_changed = spec.stores != self.spec.stores
+        self.spec = spec
+        if stores_changed:
+            self._refresh_now.set()
+
+    # --- SpoolObserver ---------------------------------------------------------------------------
+    def on_commit(self, fragment: Fragment, file: SpoolFile) -> None:
+        self.index.spool_commit(fragment, file)
+        if self._on_commit_hook is not None:
+            self._on_commit_hook(fragment, self.index.end_offset())
+
+    def on_complete(self, completed: CompletedSpool) -> None:
+        if not self.spec.stores:
+            return  # streaming-only journal: nothing is persisted
+        self._persister.submit(
+            completed, spec_lookup=self._spec_lookup, primary=True, on_persisted=self._on_persisted
+        )
+
+    def _spec_lookup(self, journal: str) -> _PersistSpec | None:
+        return None if self._stopped and not self.spec.stores else _PersistSpec(self.spec)
+
+    def _on_persisted(self, fragment: Fragment) -> None:
+        self._recently_persisted.append((time.time(), fragment))
+        self.index.replace_remote(self._known_remote + [f for _, f in self._recently_persisted])
+
+    # --- refresh ---------------------------------------------------------------------------------
+    _known_remote: list[Fragment] = []
+
+    async def refresh(self) -> None:
+        """Lists every store of the spec once and replaces the index's remote set."""
+        started = time.time()
+        listed: list[Fragment] = []
+        for url in self.spec.stores:
+            listed.extend(await list_fragments(url, self.journal))
+        self._recently_persisted = [(t, f) for t, f in self._recently_persisted if t >= started]
+        self._known_remote = listed
+        self.index.replace_remote(listed + [f for _, f in self._recently_persisted])
+
+    async def _refresh_loop(self) -> None:
+        while True:
+            try:
+                await self.refresh()
+                wait = self.spec.refresh_interval
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:  # store down: retry; the index keeps what it had
+                log.warning("refresh of %s failed: %s", self.journal, exc)
+                wait = min(self.spec.refresh_interval, REFRESH_RETRY_S)
+                if not self.index.first_refresh_done and not self.spec.stores:
+                    self.index.replace_remote([])
+            self._refresh_now.clear()
+            try:
+                await asyncio.wait_for(self._refresh_now.wait(), timeout=wait)
+            except TimeoutError:
+                pass
+
+    # --- flush -----------------------------------------------------------------------------------
+    async def flush(self) -> Fragment | None:
+        """Rolls the spool and waits until the rolled fragment is persisted; None if it was empty."""
+        async with self.pipeline:
+            frag = self.spool.fragment
+            if frag.length == 0:
+                return None
+            roll = self.spool.roll_to(frag.end, self.spec.compression)
+            status, _, _ = self.spool.apply_proposal(roll, self.spool.registers)
+            if status != Status.OK:
+                raise RuntimeError(f"rolling the spool of {self.journal} failed: {status.name}")
+        if not self.spec.stores:
+            return None
+        return await self._persister.flush(frag)
+
+
+class _PersistSpec:
+    """What the Persister needs of a JournalSpec: its stores and the postfix of a completed spool."""
+
+    def __init__(self, spec: JournalSpec) -> None:
+        self.stores = spec.stores
+        self._template = spec.path_postfix_template
+
+    def render_postfix(self, completed: CompletedSpool) -> str:
+        if not self._template:
+            return ""
+        return render_postfix(
+            self._template,
+            journal=completed.fragment.journal,
+            begin=completed.fragment.begin,
+            end=completed.fragment.end,
+            first_append_time=completed.first_append_time,
+            registers=completed.registers if isinstance(completed.registers, LabelSet) else LabelSet(),
+        )

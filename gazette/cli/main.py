@@ -1,0 +1,309 @@
+"""The `gazette` command (this project's gazctl): journals, brokers, the local cluster and the demo.
+
+Listings print rich tables by default and `-o json|yaml` for machines. Errors print one line naming
+what was wrong and exit 1, never a traceback.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+from enum import Enum
+from pathlib import Path
+from typing import Any
+
+import typer
+import yaml
+from rich.console import Console
+from rich.table import Table
+
+from gazette.protocol.errors import GazetteError
+
+app = typer.Typer(no_args_is_help=True, add_completion=False, pretty_exceptions_enable=False, help="gazette-py: journals, brokers, local clusters.")
+journals_app = typer.Typer(no_args_is_help=True, help="List, apply, read, append, flush and prune journals.")
+broker_app = typer.Typer(no_args_is_help=True, help="Run a broker.")
+local_app = typer.Typer(no_args_is_help=True, help="A local cluster: etcd plus brokers.")
+app.add_typer(journals_app, name="journals")
+app.add_typer(broker_app, name="broker")
+app.add_typer(local_app, name="local")
+
+console = Console()
+err_console = Console(stderr=True)
+
+BrokerOpt = typer.Option("http://127.0.0.1:8080", "--broker", envvar="GAZETTE_BROKER", help="Broker address.")
+EtcdOpt = typer.Option(None, "--etcd", envvar="GAZETTE_ETCD", help="etcd endpoint (optional).")
+
+
+class Output(str, Enum):
+    table = "table"
+    json = "json"
+    yaml = "yaml"
+
+
+def _client(broker: str, etcd: str | None):
+    from gazette.client.sync import Client
+
+    return Client(broker, etcd)
+
+
+def _emit(rows: list[dict[str, Any]], columns: list[str], output: Output, title: str = "") -> None:
+    if output == Output.json:
+        print(json.dumps(rows, indent=2, default=str))
+    elif output == Output.yaml:
+        print(yaml.safe_dump(rows, sort_keys=False), end="")
+    else:
+        table = Table(title=title or None)
+        for c in columns:
+            table.add_column(c)
+        for r in rows:
+            table.add_row(*(str(r.get(c, "")) for c in columns))
+        console.print(table)
+
+
+# --- journals ------------------------------------------------------------------------------------
+@journals_app.command("list")
+def journals_list(
+    selector: str = typer.Option("", "-l", "--selector", help='Label selector, e.g. "prefix=examples/".'),
+    output: Output = typer.Option(Output.table, "-o", "--output"),
+    broker: str = BrokerOpt,
+    etcd: str | None = EtcdOpt,
+) -> None:
+    """List journals matching a selector, with their routes."""
+    with _client(broker, etcd) as c:
+        infos = c.list_journals(selector)
+    rows = []
+    for info in infos:
+        d = info.spec.to_dict()
+        primary = info.route.primary_id
+        rows.append(
+            {
+                "name": info.spec.name,
+                "replication": info.spec.replication,
+                "primary": f"{primary[0]}#{primary[1]}" if primary else "",
+                "members": ",".join(f"{z}#{s}" for z, s in info.route.members),
+                "revision": info.mod_revision,
+                "labels": ",".join(f"{n}={v}" for n, v in info.spec.labels),
+                "stores": ",".join(info.spec.stores),
+                "spec": d,
+            }
+        )
+    if output == Output.table:
+        _emit(rows, ["name", "replication", "primary", "members", "revision", "labels", "stores"], output)
+    elif output == Output.yaml:
+        from gazette.protocol.spec import dump_specs_yaml
+
+        print(dump_specs_yaml([(i.spec, i.mod_revision) for i in infos]), end="")
+    else:
+        _emit(rows, [], output)
+
+
+@journals_app.command("apply")
+def journals_apply(
+    specs: Path = typer.Option(Path("-"), "--specs", help="YAML file of journal specs ('-' = stdin)."),
+    dry_run: bool = typer.Option(False, "--dry-run", help="Validate and print, apply nothing."),
+    broker: str = BrokerOpt,
+    etcd: str | None = EtcdOpt,
+) -> None:
+    """Create, update or delete journals from YAML (gazctl's hierarchy; `revision` for CAS)."""
+    from gazette.protocol.spec import load_specs_yaml
+
+    text = sys.stdin.read() if str(specs) == "-" else specs.read_text()
+    changes = load_specs_yaml(text)
+    for ch in changes:
+        if not ch.delete:
+            ch.spec.validate()
+    if dry_run:
+        for ch in changes:
+            console.print(f"{'delete' if ch.delete else 'upsert'} {ch.spec.name} (expect revision {ch.expect_mod_revision})")
+        return
+    with _client(broker, etcd) as c:
+        revision = c.apply_journals(changes)
+    console.print(f"applied {len(changes)} change(s) at etcd revision {revision}")
+
+
+@journals_app.command("append")
+def journals_append(
+    journal: str = typer.Argument(..., help="Journal name."),
+    data: str | None = typer.Option(None, "--data", "-d", help="Content to append (default: stdin)."),
+    input_file: Path | None = typer.Option(None, "-i", "--input", help="File to append."),
+    broker: str = BrokerOpt,
+    etcd: str | None = EtcdOpt,
+) -> None:
+    """Append content atomically (the whole input as one append)."""
+    if data is not None:
+        content = data.encode()
+    elif input_file is not None:
+        content = input_file.read_bytes()
+    else:
+        content = sys.stdin.buffer.read()
+    with _client(broker, etcd) as c:
+        res = c.append(journal, content)
+    console.print(f"appended [{res.begin}, {res.end}) sha1 {res.sha1}")
+
+
+@journals_app.command("read")
+def journals_read(
+    journal: str = typer.Argument(...),
+    offset: int = typer.Option(0, "--offset", help="Start offset (-1 = write head)."),
+    block: bool = typer.Option(False, "--block", "-b", help="Keep waiting for new content."),
+    end_offset: int | None = typer.Option(None, "--end-offset"),
+    broker: str = BrokerOpt,
+    etcd: str | None = EtcdOpt,
+) -> None:
+    """Copy a journal's committed content to stdout."""
+    with _client(broker, etcd) as c:
+        for chunk in c.read(journal, offset, block=block, end_offset=end_offset):
+            sys.stdout.buffer.write(chunk.content)
+            sys.stdout.buffer.flush()
+
+
+@journals_app.command("fragments")
+def journals_fragments(
+    journal: str = typer.Argument(...),
+    from_: int = typer.Option(0, "--from", help="Only fragments persisted at or after this unix time."),
+    to: int = typer.Option(0, "--to", help="Only fragments persisted before this unix time."),
+    url_ttl: float = typer.Option(0.0, "--url-ttl", help="Include signed URLs valid this many seconds."),
+    output: Output = typer.Option(Output.table, "-o", "--output"),
+    broker: str = BrokerOpt,
+    etcd: str | None = EtcdOpt,
+) -> None:
+    """List a journal's fragments (persisted and spooled)."""
+    with _client(broker, etcd) as c:
+        frags = c.list_fragments(journal, begin_mod_time=from_, end_mod_time=to, signature_ttl_s=url_ttl)
+        urls = getattr(c.aio, "last_signed_urls", {})
+    rows = [
+        {
+            "journal": f.journal,
+            "begin": f.begin,
+            "end": f.end,
+            "sha1": f.sha1,
+            "codec": f.codec.name,
+            "store": f.backing_store or "(spooled)",
+            "mod_time": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(f.mod_time)) if f.mod_time else "",
+            "path": f.content_path if f.backing_store else "",
+            "url": urls.get(f, ""),
+        }
+        for f in frags
+    ]
+    _emit(rows, ["begin", "end", "codec", "store", "mod_time", "path"], output, title=journal)
+
+
+@journals_app.command("flush")
+def journals_flush(
+    selector: str = typer.Option("", "-l", "--selector"),
+    broker: str = BrokerOpt,
+    etcd: str | None = EtcdOpt,
+) -> None:
+    """Roll each selected journal's spool and wait until it is persisted."""
+    with _client(broker, etcd) as c:
+        for info in c.list_journals(selector):
+            frag = c.flush(info.spec.name)
+            what = f"[{frag.begin}, {frag.end}) -> {frag.backing_store}{frag.content_path}" if frag else "nothing to flush"
+            console.print(f"{info.spec.name}: {what}")
+
+
+@journals_app.command("prune")
+def journals_prune(
+    selector: str = typer.Option("", "-l", "--selector"),
+    dry_run: bool = typer.Option(False, "--dry-run"),
+    broker: str = BrokerOpt,
+    etcd: str | None = EtcdOpt,
+) -> None:
+    """Delete persisted fragments older than their journal's retention (never when retention <= 0)."""
+    from gazette.client.prune import prune_journals
+
+    with _client(broker, etcd) as c:
+        removed = prune_journals(c, selector, dry_run=dry_run)
+    for f in removed:
+        console.print(f"{'would remove' if dry_run else 'removed'} {f.backing_store}{f.content_path}")
+    console.print(f"{len(removed)} fragment(s) {'to prune' if dry_run else 'pruned'}")
+
+
+# --- broker ----------------------------------------------------------------------------------------
+@broker_app.command("serve")
+def broker_serve(
+    etcd: str = typer.Option(..., "--etcd", envvar="GAZETTE_ETCD"),
+    root: str = typer.Option("/gazette/cluster", "--root"),
+    zone: str = typer.Option("local", "--zone"),
+    suffix: str | None = typer.Option(None, "--suffix"),
+    host: str = typer.Option("127.0.0.1", "--host"),
+    port: int = typer.Option(8080, "--port", help="0 picks a free port (reported on stdout)."),
+    metrics_port: int = typer.Option(0, "--metrics-port"),
+    lease_ttl: int = typer.Option(20, "--lease-ttl"),
+    max_replication: int = typer.Option(9, "--max-replication"),
+    spool_dir: str | None = typer.Option(None, "--spool-dir"),
+    log_level: str = typer.Option("WARNING", "--log-level"),
+) -> None:
+    """Serve the journal service until SIGTERM (graceful: spools are persisted first)."""
+    from gazette.broker.broker import Broker
+    from gazette.broker.serve import run
+
+    run(
+        Broker(
+            etcd,
+            root=root,
+            zone=zone,
+            suffix=suffix,
+            host=host,
+            port=port,
+            metrics_port=metrics_port,
+            lease_ttl_s=lease_ttl,
+            max_replication=max_replication,
+            spool_dir=spool_dir,
+        ),
+        log_level,
+    )
+
+
+# --- local -----------------------------------------------------------------------------------------
+@local_app.command("up")
+def local_up(
+    brokers: int = typer.Option(1, "--brokers"),
+    mode: str = typer.Option("subprocess", "--mode"),
+    store: str | None = typer.Option(None, "--store"),
+    data_dir: str | None = typer.Option(None, "--data-dir"),
+) -> None:
+    """Start a LocalCluster and keep it up until Ctrl-C."""
+    from gazette.local.cluster import LocalCluster
+
+    with LocalCluster(brokers=brokers, mode=mode, store=store, data_dir=data_dir) as cluster:
+        console.print(f"etcd:    {cluster.etcd_endpoint}")
+        for i, ep in enumerate(cluster.broker_endpoints):
+            console.print(f"broker {i}: {ep}")
+        console.print(f"store:   {cluster.store}")
+        console.print(f"try:     GAZETTE_BROKER={cluster.broker_endpoints[0]} gazette journals list")
+        try:
+            while True:
+                time.sleep(3600)
+        except KeyboardInterrupt:
+            console.print("stopping")
+
+
+# --- demo ------------------------------------------------------------------------------------------
+@app.command("demo")
+def demo(
+    small: bool = typer.Option(False, "--small", help="A small corpus (what make test runs)."),
+    keep: bool = typer.Option(False, "--keep", help="Leave the cluster up for exploration."),
+    data_dir: str = typer.Option("demo-data", "--data-dir"),
+) -> None:
+    """Run the main job end to end and check its results; exit non-zero on any mismatch."""
+    from gazette.cli.demo import run_demo
+
+    ok = run_demo(small=small, keep=keep, data_dir=data_dir, console=console)
+    raise typer.Exit(0 if ok else 1)
+
+
+def main() -> None:
+    try:
+        app()
+    except GazetteError as exc:
+        err_console.print(f"[red]error:[/red] {exc}")
+        sys.exit(1)
+    except (FileNotFoundError, PermissionError, ValueError) as exc:
+        err_console.print(f"[red]error:[/red] {exc}")
+        sys.exit(1)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,336 @@
+"""The async client: the real implementation of the journal API (the sync facade only forwards).
+
+Appends retry on transient statuses and gRPC UNAVAILABLE (reference 3.6, `Append()`); reads follow
+the RetryReader of 3.5: they resume from the last offset after stream breaks, tolerate offset jumps,
+and end at the write head unless blocking. Every failure is a `GazetteError` carrying the status.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+from collections.abc import AsyncIterator, Iterable, Sequence
+from typing import NamedTuple
+
+import grpc
+from google.protobuf.duration_pb2 import Duration
+
+from gazette.fragment.fragment import Fragment
+from gazette.protocol import broker_pb2 as pb
+from gazette.protocol import broker_pb2_grpc as pb_grpc
+from gazette.protocol.errors import GazetteError
+from gazette.protocol.labels import LabelSet
+from gazette.protocol.selector import LabelSelector
+from gazette.protocol.spec import JournalSpec, SpecChange
+from gazette.protocol.status import Status
+
+APPEND_CHUNK_BYTES = 1 << 20
+GRPC_MAX_MESSAGE_BYTES = 8 << 20
+# Backoff of reference 3.5/3.6: 0 after EOF, then 50 ms x2, 100 ms x2, 1 s x2, then 5 s.
+RETRY_BACKOFF_S = (0.05, 0.05, 0.1, 0.1, 1.0, 1.0, 5.0)
+APPEND_RETRY_STATUSES = {
+    Status.NOT_JOURNAL_PRIMARY_BROKER,
+    Status.NO_JOURNAL_PRIMARY_BROKER,
+    Status.INSUFFICIENT_JOURNAL_BROKERS,
+}
+APPEND_MAX_ATTEMPTS = 20
+
+
+@dataclasses.dataclass(frozen=True)
+class Route:
+    members: tuple[tuple[str, str], ...]
+    primary: int
+    endpoints: tuple[str, ...] = ()
+
+    @classmethod
+    def from_proto(cls, r: pb.Route) -> Route:
+        return cls(tuple((m.zone, m.suffix) for m in r.members), r.primary, tuple(r.endpoints))
+
+    @property
+    def primary_id(self) -> tuple[str, str] | None:
+        return self.members[self.primary] if 0 <= self.primary < len(self.members) else None
+
+
+class JournalInfo(NamedTuple):
+    spec: JournalSpec
+    route: Route
+    mod_revision: int
+
+
+@dataclasses.dataclass(frozen=True)
+class AppendResult:
+    journal: str
+    begin: int
+    end: int
+    sha1: str
+    registers: LabelSet
+
+
+@dataclasses.dataclass(frozen=True)
+class ReadChunk:
+    offset: int
+    content: bytes
+    write_head: int
+    fragment: Fragment | None
+
+
+def _backoff(attempt: int) -> float:
+    return RETRY_BACKOFF_S[min(attempt, len(RETRY_BACKOFF_S) - 1)]
+
+
+def _check(status: int, what: str, **context) -> None:
+    if status != Status.OK:
+        raise GazetteError(Status(status), what, **context)
+
+
+def grpc_target(endpoint: str) -> str:
+    for scheme in ("http://", "https://"):
+        if endpoint.startswith(scheme):
+            endpoint = endpoint[len(scheme):]
+    return endpoint.rstrip("/")
+
+
+class AsyncClient:
+    """Talks to one broker address; brokers proxy to the journal's primary or members as needed."""
+
+    def __init__(self, broker: str = "http://127.0.0.1:8080", etcd: str | None = None) -> None:
+        self.broker = broker
+        self.etcd = etcd
+        self._channel = grpc.aio.insecure_channel(
+            grpc_target(broker),
+            options=[
+                ("grpc.max_receive_message_length", GRPC_MAX_MESSAGE_BYTES),
+                ("grpc.max_send_message_length", GRPC_MAX_MESSAGE_BYTES),
+            ],
+        )
+        self.stub = pb_grpc.JournalStub(self._channel)
+
+    async def close(self) -> None:
+        await self._channel.close()
+
+    async def __aenter__(self) -> AsyncClient:
+        return self
+
+    async def __aexit__(self, *exc) -> None:
+        await self.close()
+
+    # --- journal space ---------------------------------------------------------------------------
+    async def apply_journals(self, changes: Iterable[JournalSpec | SpecChange]) -> int:
+        """Creates, updates or deletes journals atomically; returns the etcd revision applied at.
+
+        A plain JournalSpec is created or overwritten (expect_mod_revision -1); pass SpecChange
+        values (as `journals apply` YAML yields) for compare-and-swap or deletion.
+        """
+        req = pb.ApplyRequest()
+        for ch in changes:
+            if isinstance(ch, JournalSpec):
+                ch = SpecChange(spec=ch, expect_mod_revision=-1, delete=False)
+            if ch.delete:
+                req.changes.add(expect_mod_revision=ch.expect_mod_revision or -1, delete=ch.spec.name)
+            else:
+                ch.spec.validate()
+                req.changes.add(expect_mod_revision=ch.expect_mod_revision, upsert=ch.spec.to_proto())
+        resp = await self._unary(self.stub.Apply, req)
+        _check(resp.status, "apply failed: a journal's mod revision did not match (re-list and retry)")
+        return resp.header.etcd.revision
+
+    async def delete_journals(self, names: Iterable[str]) -> int:
+        req = pb.ApplyRequest(changes=[pb.ApplyRequest.Change(expect_mod_revision=-1, delete=n) for n in names])
+        resp = await self._unary(self.stub.Apply, req)
+        _check(resp.status, "delete failed")
+        return resp.header.etcd.revision
+
+    async def list_journals(self, selector: str | LabelSelector | None = None) -> list[JournalInfo]:
+        sel = selector if isinstance(selector, LabelSelector) else LabelSelector.parse(selector or "")
+        out: list[JournalInfo] = []
+        try:
+            async for resp in self.stub.List(pb.ListRequest(selector=sel.to_proto())):
+                if resp.header.HasField("etcd"):
+                    _check(resp.status, "list failed")
+                for j in resp.journals:
+                    out.append(JournalInfo(JournalSpec.from_proto(j.spec), Route.from_proto(j.route), j.mod_revision))
+        except grpc.aio.AioRpcError as exc:
+            raise _from_rpc_error(exc) from exc
+        return out
+
+    # --- append ----------------------------------------------------------------------------------
+    async def append(
+        self,
+        journal: str,
+        data: bytes | Sequence[bytes],
+        *,
+        check_registers: str | LabelSelector | None = None,
+        union_registers: LabelSet | dict[str, str] | None = None,
+        subtract_registers: LabelSet | dict[str, str] | None = None,
+        offset: int | None = None,
+    ) -> AppendResult:
+        """Appends `data` atomically: all of it lands contiguously, or none of it."""
+        parts = [data] if isinstance(data, bytes | bytearray | memoryview) else list(data)
+        first = pb.AppendRequest(journal=journal, offset=offset or 0)
+        if check_registers is not None:
+            sel = check_registers if isinstance(check_registers, LabelSelector) else LabelSelector.parse(check_registers)
+            first.check_registers.CopyFrom(sel.to_proto())
+        if union_registers:
+            first.union_registers.CopyFrom(LabelSet(union_registers).to_proto())
+        if subtract_registers:
+            first.subtract_registers.CopyFrom(LabelSet(subtract_registers).to_proto())
+
+        def requests():
+            yield first
+            for part in parts:
+                view = memoryview(part)
+                for i in range(0, len(view), APPEND_CHUNK_BYTES):
+                    yield pb.AppendRequest(content=bytes(view[i : i + APPEND_CHUNK_BYTES]))
+            yield pb.AppendRequest()  # the empty message commits; half-close follows
+
+        attempt = 0
+        while True:
+            try:
+                resp = await self.stub.Append(requests())
+            except grpc.aio.AioRpcError as exc:
+                if exc.code() == grpc.StatusCode.UNAVAILABLE and attempt < APPEND_MAX_ATTEMPTS:
+                    await asyncio.sleep(_backoff(attempt))
+                    attempt += 1
+                    continue
+                raise _from_rpc_error(exc) from exc
+            status = Status(resp.status)
+            if status in APPEND_RETRY_STATUSES and attempt < APPEND_MAX_ATTEMPTS:
+                await asyncio.sleep(_backoff(attempt))
+                attempt += 1
+                continue
+            registers = LabelSet.from_proto(resp.registers)
+            if status != Status.OK:
+                raise GazetteError(
+                    status,
+                    _append_message(status, journal, resp),
+                    registers=registers,
+                    store_health_error=resp.store_health_error,
+                )
+            c = resp.commit
+            return AppendResult(journal, c.begin, c.end, Fragment.from_proto(c).sha1, registers)
+
+    # --- read ------------------------------------------------------------------------------------
+    async def read(
+        self,
+        journal: str,
+        offset: int = 0,
+        *,
+        block: bool = False,
+        end_offset: int | None = None,
+        begin_mod_time: int = 0,
+    ) -> AsyncIterator[ReadChunk]:
+        """Yields committed content from `offset`; non-blocking reads stop at the write head."""
+        attempt = 0
+        write_head = 0
+        fragment: Fragment | None = None
+        while True:
+            if end_offset is not None and offset >= end_offset:
+                return
+            req = pb.ReadRequest(
+                journal=journal, offset=offset, block=block, end_offset=end_offset or 0, begin_mod_time=begin_mod_time
+            )
+            call = self.stub.Read(req)
+            try:
+                async for resp in call:
+                    if resp.content:
+                        if resp.offset != offset:
+                            raise GazetteError(Status.OK, f"read of {journal} got content at {resp.offset}, expected {offset}")
+                        yield ReadChunk(offset, resp.content, write_head, fragment)
+                        offset += len(resp.content)
+                        attempt = 0
+                        continue
+                    status = Status(resp.status)
+                    write_head = resp.write_head or write_head
+                    if status == Status.OFFSET_NOT_YET_AVAILABLE and not block:
+                        return
+                    if status == Status.OK:
+                        offset = resp.offset  # may jump forward past a deleted range
+                        fragment = Fragment.from_proto(resp.fragment) if resp.HasField("fragment") else None
+                        continue
+                    if status in (Status.NOT_JOURNAL_BROKER, Status.INSUFFICIENT_JOURNAL_BROKERS) and attempt < 8:
+                        break  # transient: retry below
+                    raise GazetteError(status, f"read of {journal} at offset {offset} failed")
+            except grpc.aio.AioRpcError as exc:
+                if exc.code() != grpc.StatusCode.UNAVAILABLE or attempt >= APPEND_MAX_ATTEMPTS:
+                    raise _from_rpc_error(exc) from exc
+            finally:
+                call.cancel()
+            await asyncio.sleep(_backoff(attempt))
+            attempt += 1
+
+    async def read_all(self, journal: str, offset: int = 0, end_offset: int | None = None) -> bytes:
+        out = bytearray()
+        async for chunk in self.read(journal, offset, end_offset=end_offset):
+            out += chunk.content
+        return bytes(out)
+
+    async def read_head(self, journal: str) -> int:
+        """The journal's current write head (a metadata-only read at offset -1)."""
+        async for resp in self.stub.Read(pb.ReadRequest(journal=journal, offset=-1, metadata_only=True)):
+            if resp.status not in (Status.OK, Status.OFFSET_NOT_YET_AVAILABLE):
+                raise GazetteError(Status(resp.status), f"reading the write head of {journal} failed")
+            return resp.write_head
+        return 0
+
+    # --- fragments -------------------------------------------------------------------------------
+    async def list_fragments(
+        self,
+        journal: str,
+        *,
+        begin_mod_time: int = 0,
+        end_mod_time: int = 0,
+        signature_ttl_s: float = 0.0,
+    ) -> list[Fragment]:
+        out: list[Fragment] = []
+        self.last_signed_urls: dict[Fragment, str] = {}
+        token = 0
+        while True:
+            req = pb.FragmentsRequest(
+                journal=journal, begin_mod_time=begin_mod_time, end_mod_time=end_mod_time, next_page_token=token
+            )
+            if signature_ttl_s:
+                req.signature_ttl.CopyFrom(Duration(seconds=int(signature_ttl_s)))
+            resp = await self._unary(self.stub.ListFragments, req)
+            _check(resp.status, f"listing fragments of {journal} failed")
+            for f in resp.fragments:
+                frag = Fragment.from_proto(f.spec)
+                out.append(frag)
+                if f.signed_url:
+                    self.last_signed_urls[frag] = f.signed_url
+            token = resp.next_page_token
+            if not token:
+                return out
+
+    async def flush(self, journal: str) -> Fragment | None:
+        """Rolls the journal's spool and returns once it is persisted (None: nothing to persist)."""
+        resp = await self._unary(self.stub.Flush, pb.FlushRequest(journal=journal))
+        _check(resp.status, f"flush of {journal} failed: {resp.store_error}".rstrip(": "))
+        return Fragment.from_proto(resp.fragment) if resp.HasField("fragment") else None
+
+    async def _unary(self, method, req):
+        attempt = 0
+        while True:
+            try:
+                return await method(req)
+            except grpc.aio.AioRpcError as exc:
+                if exc.code() == grpc.StatusCode.UNAVAILABLE and attempt < APPEND_MAX_ATTEMPTS:
+                    await asyncio.sleep(_backoff(attempt))
+                    attempt += 1
+                    continue
+                raise _from_rpc_error(exc) from exc
+
+
+def _append_message(status: Status, journal: str, resp: pb.AppendResponse) -> str:
+    if status == Status.REGISTER_MISMATCH:
+        return f"append to {journal}: registers {LabelSet.from_proto(resp.registers)!r} do not match check_registers"
+    if status == Status.WRONG_APPEND_OFFSET:
+        return f"append to {journal}: the explicit offset is not the journal's write head"
+    if status == Status.FRAGMENT_STORE_UNHEALTHY:
+        return f"append to {journal}: its fragment store is unhealthy: {resp.store_health_error}"
+    if status == Status.NOT_ALLOWED:
+        return f"append to {journal}: the journal is not writable (O_RDONLY)"
+    return f"append to {journal} failed"
+
+
+def _from_rpc_error(exc: grpc.aio.AioRpcError) -> GazetteError:
+    return GazetteError(Status.OK, f"{exc.code().name}: {exc.details()}", grpc_code=exc.code().name)

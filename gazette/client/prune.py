@@ -1,0 +1,30 @@
+"""Retention pruning (`gazette journals prune`, reference 2.5): deletes persisted fragments whose
+age is at least their journal's retention. Journals with retention <= 0 are kept forever (the
+guard Gazette's CLI lacks). Removed objects leave the brokers' indices at their next refresh.
+"""
+
+from __future__ import annotations
+
+import time
+
+from gazette.client.sync import Client
+from gazette.fragment.fragment import Fragment
+from gazette.fragment.stores import get_store
+
+
+def prune_journals(client: Client, selector: str = "", *, dry_run: bool = False, now: float | None = None) -> list[Fragment]:
+    now = time.time() if now is None else now
+    removed: list[Fragment] = []
+    for info in client.list_journals(selector):
+        retention = info.spec.retention
+        if retention <= 0:
+            continue
+        for frag in client.list_fragments(info.spec.name):
+            if not frag.backing_store or not frag.mod_time:
+                continue  # still only spooled
+            if now - frag.mod_time < retention:
+                continue
+            if not dry_run:
+                get_store(frag.backing_store).remove(frag.content_path)
+            removed.append(frag)
+    return removed

@@ -1,0 +1,97 @@
+"""The sync facade: `gazette.connect()` returns a `Client` whose methods are plain functions.
+
+Each call forwards to the `AsyncClient` living on the process's background loop thread, so it
+works alike in scripts and inside Jupyter (whose loop is already running).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator, Sequence
+
+from gazette.client.aio import AppendResult, AsyncClient, JournalInfo, ReadChunk
+from gazette.client.loop import LoopThread, default_loop
+from gazette.fragment.fragment import Fragment
+from gazette.protocol.labels import LabelSet
+from gazette.protocol.selector import LabelSelector
+from gazette.protocol.spec import JournalSpec, SpecChange
+
+
+class Client:
+    def __init__(
+        self, broker: str = "http://127.0.0.1:8080", etcd: str | None = None, loop: LoopThread | None = None
+    ) -> None:
+        self._loop = loop or default_loop()
+
+        async def make() -> AsyncClient:
+            return AsyncClient(broker, etcd)
+
+        self.aio: AsyncClient = self._loop.run(make())
+        self.broker = broker
+        self.etcd = etcd
+
+    def close(self) -> None:
+        self._loop.run(self.aio.close())
+
+    def __enter__(self) -> Client:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    def apply_journals(self, changes: Iterable[JournalSpec | SpecChange]) -> int:
+        return self._loop.run(self.aio.apply_journals(list(changes)))
+
+    def delete_journals(self, names: Iterable[str]) -> int:
+        return self._loop.run(self.aio.delete_journals(list(names)))
+
+    def list_journals(self, selector: str | LabelSelector | None = None) -> list[JournalInfo]:
+        return self._loop.run(self.aio.list_journals(selector))
+
+    def append(
+        self,
+        journal: str,
+        data: bytes | Sequence[bytes],
+        *,
+        check_registers: str | LabelSelector | None = None,
+        union_registers: LabelSet | dict[str, str] | None = None,
+        subtract_registers: LabelSet | dict[str, str] | None = None,
+        offset: int | None = None,
+    ) -> AppendResult:
+        return self._loop.run(
+            self.aio.append(
+                journal,
+                data,
+                check_registers=check_registers,
+                union_registers=union_registers,
+                subtract_registers=subtract_registers,
+                offset=offset,
+            )
+        )
+
+    def read(
+        self, journal: str, offset: int = 0, *, block: bool = False, end_offset: int | None = None
+    ) -> Iterator[ReadChunk]:
+        return self._loop.iterate(self.aio.read(journal, offset, block=block, end_offset=end_offset))
+
+    def read_all(self, journal: str, offset: int = 0, end_offset: int | None = None) -> bytes:
+        return self._loop.run(self.aio.read_all(journal, offset, end_offset))
+
+    def read_head(self, journal: str) -> int:
+        return self._loop.run(self.aio.read_head(journal))
+
+    def list_fragments(
+        self, journal: str, *, begin_mod_time: int = 0, end_mod_time: int = 0, signature_ttl_s: float = 0.0
+    ) -> list[Fragment]:
+        return self._loop.run(
+            self.aio.list_fragments(
+                journal, begin_mod_time=begin_mod_time, end_mod_time=end_mod_time, signature_ttl_s=signature_ttl_s
+            )
+        )
+
+    def flush(self, journal: str) -> Fragment | None:
+        return self._loop.run(self.aio.flush(journal))
+
+
+def connect(etcd: str | None = None, broker: str = "http://127.0.0.1:8080") -> Client:
+    """A sync client for an existing cluster, through the broker at `broker`."""
+    return Client(broker, etcd)

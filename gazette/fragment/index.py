@@ -1,0 +1,140 @@
+"""Index: the queryable fragments of one journal, remote (listed from stores) and local (spooled).
+
+Reference 2.4: `set` = remote ∪ local CoverSet, `local` = fragments with a SpoolFile; an asyncio.Event
+replaced on every change plays Go's closed condition channel. Runs on one event loop thread.
+Imports gazette.fragment (cover_set, fragment, spool_file) and gazette.protocol only.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import time
+from collections.abc import Iterable
+
+from gazette.fragment.cover_set import CoverSet
+from gazette.fragment.fragment import Fragment
+from gazette.fragment.spool_file import SpoolFile
+from gazette.protocol.status import Status
+
+# A read of an uncovered offset jumps to the next persisted fragment only if the reader is before the
+# first fragment, or that fragment was persisted this long ago: a younger one may be a hand-off whose
+# covering fragment is still uploading (reference 12, item 8).
+OFFSET_JUMP_AGE_S = 6 * 60 * 60
+
+
+@dataclasses.dataclass
+class QueryResult:
+    status: Status  # OK or OFFSET_NOT_YET_AVAILABLE
+    offset: int  # effective offset (after -1 resolution and jumps)
+    write_head: int
+    fragment: Fragment | None
+    file: SpoolFile | None  # set when the fragment is local
+
+
+class Index:
+    """Local and remote fragments of `journal`; blocking queries wake on every change."""
+
+    def __init__(self, journal: str) -> None:
+        self.journal = journal
+        self._set = CoverSet()  # remote ∪ local
+        self._local = CoverSet()  # fragments with a SpoolFile
+        self._files: dict[Fragment, SpoolFile] = {}
+        self._changed = asyncio.Event()
+        self._first_refresh = asyncio.Event()
+
+    # --- updates ----------------------------------------------------------------------------------
+
+    def spool_commit(self, fragment: Fragment, file: SpoolFile) -> None:
+        """Adds a committed local spool fragment and wakes waiters."""
+        self._set.add(fragment)
+        if self._local.add(fragment):
+            self._files[fragment] = file
+            if len(self._files) > len(self._local):
+                self._prune_files()  # the spool's previous, smaller commit was replaced
+        self._wake()
+
+    def replace_remote(self, fragments: Iterable[Fragment]) -> None:
+        """Replaces the remote fragments with a full listing of the stores. Local fragments covered by it
+        are dropped (their files are left to GC, as readers may still hold them); the rest merge in."""
+        remote = CoverSet(fragments)
+        self._local = self._local.difference(remote)
+        for f in self._local:
+            remote.add(f)  # never covered by the listing's union, so never refused
+        self._set = remote
+        self._prune_files()
+        self._wake()
+        self._first_refresh.set()
+
+    def _prune_files(self) -> None:
+        self._files = {f: self._files[f] for f in self._local if f in self._files}
+
+    def _wake(self) -> None:
+        self._changed.set()
+        self._changed = asyncio.Event()
+
+    # --- views ------------------------------------------------------------------------------------
+
+    @property
+    def first_refresh_done(self) -> bool:
+        return self._first_refresh.is_set()
+
+    async def wait_first_refresh(self) -> None:
+        await self._first_refresh.wait()
+
+    async def wait_for_change(self) -> None:
+        """Returns at the next change of the index."""
+        await self._changed.wait()
+
+    def begin_offset(self) -> int:
+        return self._set.begin_offset
+
+    def end_offset(self) -> int:
+        return self._set.end_offset
+
+    def offset_range(self) -> tuple[int, int, bool]:
+        """(begin, end, whether any fragment is still local only)."""
+        return self._set.begin_offset, self._set.end_offset, len(self._local) != 0
+
+    def summary(self) -> tuple[int, int, int]:
+        """(first begin, last end, last fragment's mod_time; 0 if it is local or the index is empty)."""
+        if not self._set:
+            return 0, 0, 0
+        return self._set.begin_offset, self._set.end_offset, self._set[len(self._set) - 1].mod_time
+
+    def fragments(self) -> list[Fragment]:
+        """A snapshot of the CoverSet (remote ∪ local), in offset order."""
+        return list(self._set)
+
+    def local_fragments(self) -> list[Fragment]:
+        return list(self._local)
+
+    def local_file(self, f: Fragment) -> SpoolFile | None:
+        return self._files.get(f)
+
+    # --- query ------------------------------------------------------------------------------------
+
+    async def query(
+        self, offset: int, block: bool, begin_mod_time: int = 0, now: float | None = None
+    ) -> QueryResult:
+        """Query of reference 2.4: the fragment to read `offset` from (-1 = the write head).
+
+        Blocks until one exists when `block`; cancel the awaiting task to give up."""
+        effective = self._set.end_offset if offset == -1 else offset
+        while True:
+            s = self._set
+            ind, found = s.longest_overlapping(effective)
+            if not found and ind < len(s) and s[ind].mod_time != 0:
+                now_s = time.time() if now is None else now
+                if ind == 0 or offset == 0 or s[ind].mod_time < now_s - OFFSET_JUMP_AGE_S:
+                    effective = s[ind].begin  # heal a hole (deleted or never-written range)
+                    found = True
+            if found:
+                f = s[ind]
+                if f.mod_time != 0 and f.mod_time < begin_mod_time:
+                    effective = f.end  # persisted before the reader's lower bound: skip it
+                    continue
+                return QueryResult(Status.OK, effective, s.end_offset, f, self._files.get(f))
+            if not block:
+                return QueryResult(Status.OFFSET_NOT_YET_AVAILABLE, effective, s.end_offset, None, None)
+            await self._changed.wait()

