@@ -1,0 +1,22 @@
+"""gazette-py: the Gazette streaming platform in Python.
+
+Transactional, replicated byte journals (`gazette.broker`), exactly-once messages
+(`gazette.message`), consumers (`gazette.consumer`), a local cluster (`gazette.local`) and
+notebook tools; `fragments_io` reads persisted fragments from Spark. This module re-exports the
+public names of API.md and nothing more.
+"""
+
+import os as _os
+
+# grpc logs a line on every fork (LocalCluster starts subprocesses); quiet it unless asked for.
+_os.environ.setdefault("GRPC_ENABLE_FORK_SUPPORT", "false")
+_os.environ.setdefault("GRPC_VERBOSITY", "ERROR")
+
+from gazette import aio  # noqa: E402
+from gazette.client.sync import Client, connect  # noqa: E402
+from gazette.fragment.fragment import Fragment  # noqa: E402
+from gazette.protocol.errors import GazetteError  # noqa: E402
+from gazette.protocol.spec import JournalSpec  # noqa: E402
+from gazette.protocol.status import Status  # noqa: E402
+
+__all__ = ["Client", "Fragment", "GazetteError", "JournalSpec", "Status", "aio", "connect"]

@@ -61,9 +61,10 @@ class StoreHealth:
             try:
                 await asyncio.to_thread(self._check_blocking)
             except Exception as e:
-                if self.healthy or self.error != str(e):
-                    log.warning("fragment store %s is unhealthy: %s", self.url, e)
-                self.healthy, self.error = False, f"{type(e).__name__}: {e}"
+                error = f"{type(e).__name__}: {e}"
+                if error != self.error:  # log changes, not every retry
+                    log.warning("fragment store %s is unhealthy: %s", self.url, error)
+                self.healthy, self.error = False, error
             else:
                 if not self.healthy and self.checks:
                     log.info("fragment store %s is healthy again", self.url)

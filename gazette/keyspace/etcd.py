@@ -263,7 +263,9 @@ class EmbeddedEtcd:
                 tail = self._log_tail()
                 if "address already in use" in tail.rsplit("---- ", 1)[-1]:
                     raise _BindError()
-                raise RuntimeError(f"etcd exited with code {code} while starting; log {self.log_path}:\n{tail}")
+                raise RuntimeError(
+                    f"etcd exited with code {code} while starting; log {self.log_path}:\n{tail}"
+                )
             try:
                 with urllib.request.urlopen(url, timeout=1.0) as resp:
                     if b'"health":"true"' in resp.read():

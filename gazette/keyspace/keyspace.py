@@ -69,7 +69,9 @@ class KeySpace:
         watch_apply_delay_s: float = 0.03,
     ) -> None:
         if not root.startswith("/") or root == "/" or posixpath.normpath(root) != root:
-            raise ValueError(f'key space root "{root}" is not a clean absolute path (like "/gazette/cluster")')
+            raise ValueError(
+                f'key space root "{root}" is not a clean absolute path (like "/gazette/cluster")'
+            )
         self.client = client
         self.root = root
         self.watch_apply_delay_s = watch_apply_delay_s
@@ -163,7 +165,9 @@ class KeySpace:
         try:
             await self._load(keep_revision=True)
         except grpc.aio.AioRpcError as exc:
-            raise aetcd.ClientError(f'loading key space "{self.root}" from etcd failed: {_describe(exc)}') from exc
+            raise aetcd.ClientError(
+                f'loading key space "{self.root}" from etcd failed: {_describe(exc)}'
+            ) from exc
 
     async def _load(self, keep_revision: bool) -> None:
         await self.client.connect()
@@ -198,7 +202,11 @@ class KeySpace:
 
         self._kvs, self._keys = mirror, keys
         self.revision = max(self.revision, max_mod) if keep_revision else max_mod
-        self.cluster_id, self.member_id, self.raft_term = header.cluster_id, header.member_id, header.raft_term
+        self.cluster_id, self.member_id, self.raft_term = (
+            header.cluster_id,
+            header.member_id,
+            header.raft_term,
+        )
         self._next_revision = header.revision + 1
         self._loaded = True
         self._notify()
@@ -236,26 +244,37 @@ class KeySpace:
                 reload = False
             except Exception as exc:  # etcd down, restarting or paused: retry, never give up
                 level = logging.WARNING if self._failures == 0 else logging.DEBUG
-                log.log(level, "key space %s: watch failed (attempt %d, will retry): %s", self.root,
-                        self._failures + 1, _describe(exc))
+                log.log(
+                    level,
+                    "key space %s: watch failed (attempt %d, will retry): %s",
+                    self.root,
+                    self._failures + 1,
+                    _describe(exc),
+                )
             await asyncio.sleep(WATCH_RETRY_BACKOFF_S[min(self._failures, len(WATCH_RETRY_BACKOFF_S) - 1)])
             self._failures += 1
 
     async def _watch(self) -> None:
         """One watch stream from `_next_revision`; raises when the stream ends."""
         await self.client.connect()
-        call = rpc.WatchStub(self.client.channel).Watch(metadata=(self.client.metadata or ()) + _REQUIRE_LEADER)
+        call = rpc.WatchStub(self.client.channel).Watch(
+            metadata=(self.client.metadata or ()) + _REQUIRE_LEADER
+        )
         loop = asyncio.get_running_loop()
         pending: list[Any] = []
         apply_at = 0.0
         read: asyncio.Future[Any] | None = None
         try:
-            await call.write(rpc.WatchRequest(create_request=rpc.WatchCreateRequest(
-                key=self._prefix,
-                range_end=prefix_range_end(self._prefix),
-                start_revision=self._next_revision,
-                progress_notify=True,
-            )))
+            await call.write(
+                rpc.WatchRequest(
+                    create_request=rpc.WatchCreateRequest(
+                        key=self._prefix,
+                        range_end=prefix_range_end(self._prefix),
+                        start_revision=self._next_revision,
+                        progress_notify=True,
+                    )
+                )
+            )
             while True:
                 if read is None:
                     read = asyncio.ensure_future(call.read())
@@ -270,7 +289,9 @@ class KeySpace:
                     raise RuntimeError("etcd closed the watch stream")
                 self._check_response(resp)
                 if self._failures:
-                    log.info("key space %s: watch resumed after %d failed attempts", self.root, self._failures)
+                    log.info(
+                        "key space %s: watch resumed after %d failed attempts", self.root, self._failures
+                    )
                     self._failures = 0
                 if resp.events:
                     # Events are whole revisions even when etcd splits a catch-up into several
@@ -295,8 +316,10 @@ class KeySpace:
 
     def _check_response(self, resp: Any) -> None:
         if resp.compact_revision:
-            raise _Compacted(f"watch revision {self._next_revision} was compacted (etcd keeps "
-                             f"revisions from {resp.compact_revision})")
+            raise _Compacted(
+                f"watch revision {self._next_revision} was compacted (etcd keeps "
+                f"revisions from {resp.compact_revision})"
+            )
         if resp.canceled:
             raise RuntimeError(f"etcd canceled the watch: {resp.cancel_reason or 'no reason given'}")
         cluster_id = resp.header.cluster_id

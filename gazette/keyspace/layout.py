@@ -20,7 +20,9 @@ def _check(kind: str, value: str) -> str:
         raise ValueError(f"{kind} is empty")
     for i, ch in enumerate(value):
         if ch <= SEP:
-            raise ValueError(f"{kind} {value!r} has {ch!r} at index {i} (characters <= {SEP!r} are not allowed)")
+            raise ValueError(
+                f"{kind} {value!r} has {ch!r} at index {i} (characters <= {SEP!r} are not allowed)"
+            )
     return value
 
 
@@ -52,9 +54,8 @@ def member_key(root: str, zone: str, suffix: str) -> str:
 def assignment_key(root: str, item: str, zone: str, suffix: str, slot: int) -> str:
     if isinstance(slot, bool) or not isinstance(slot, int) or slot < 0:
         raise ValueError(f"assignment slot {slot!r} is not a non-negative integer")
-    return item_assign_prefix(root, item) + _check("member zone", zone) + SEP + _check("member suffix", suffix) + (
-        f"{SEP}{slot}"
-    )
+    zone, suffix = _check("member zone", zone), _check("member suffix", suffix)
+    return f"{item_assign_prefix(root, item)}{zone}{SEP}{suffix}{SEP}{slot}"
 
 
 @dataclass(frozen=True)

@@ -50,7 +50,9 @@ class _Spawner:
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
-        self._queue: queue.SimpleQueue[tuple[Callable[[], subprocess.Popen[Any]], concurrent.futures.Future[Any]]]
+        self._queue: queue.SimpleQueue[
+            tuple[Callable[[], subprocess.Popen[Any]], concurrent.futures.Future[Any]]
+        ]
         self._queue = queue.SimpleQueue()
         self._pid = 0
 
@@ -58,7 +60,9 @@ class _Spawner:
         with self._lock:
             if self._pid != os.getpid():  # first use, or this process was forked since
                 self._queue = queue.SimpleQueue()
-                threading.Thread(target=self._loop, args=(self._queue,), name="gazette-spawner", daemon=True).start()
+                threading.Thread(
+                    target=self._loop, args=(self._queue,), name="gazette-spawner", daemon=True
+                ).start()
                 self._pid = os.getpid()
             done: concurrent.futures.Future[subprocess.Popen[Any]] = concurrent.futures.Future()
             self._queue.put((fn, done))

@@ -172,6 +172,8 @@ class LocalCluster:
         return i
 
     def _start_handle(self, h: _BrokerHandle) -> None:
+        # A restarted broker keeps its address: clients and routes still point at it.
+        port = int(h.endpoint.rsplit(":", 1)[1]) if h.endpoint else 0
         spool_dir = os.path.join(self.data_dir, "spool", h.suffix)
         os.makedirs(spool_dir, exist_ok=True)
         if self.mode == "inprocess":
@@ -180,6 +182,7 @@ class LocalCluster:
                 root=self.root,
                 zone=h.zone,
                 suffix=h.suffix,
+                port=port,
                 lease_ttl_s=self.lease_ttl_s,
                 max_replication=self.max_replication,
                 spool_dir=spool_dir,
@@ -192,7 +195,7 @@ class LocalCluster:
         cmd = [
             sys.executable, "-m", "gazette.cli.main", "broker", "serve",
             "--etcd", self.etcd_endpoint, "--root", self.root, "--zone", h.zone, "--suffix", h.suffix,
-            "--port", "0", "--lease-ttl", str(self.lease_ttl_s), "--max-replication", str(self.max_replication),
+            "--port", str(port), "--lease-ttl", str(self.lease_ttl_s), "--max-replication", str(self.max_replication),
             "--spool-dir", spool_dir, "--log-level", self.log_level,
         ]  # fmt: skip
         with open(h.log_path, "ab") as log_file:

@@ -74,15 +74,10 @@ def format_duration(seconds: float | int) -> str:
         return "0s"
     sign = "-" if ns < 0 else ""
     ns = abs(ns)
-    if ns < NS_PER_S:
-        for unit, size in (("ms", 1_000_000), ("us", 1_000)):
-            if ns % size == 0:
-                return f"{sign}{ns // size}{unit}"
-        if ns >= 1_000_000:
-            return f"{sign}{_decimal(ns, 1_000_000)}ms"
-        if ns >= 1_000:
-            return f"{sign}{_decimal(ns, 1_000)}us"
-        return f"{sign}{ns}ns"
+    if ns < NS_PER_S:  # like Go: the largest unit below a second, with a decimal fraction
+        for unit, size in (("ms", 1_000_000), ("us", 1_000), ("ns", 1)):
+            if ns >= size:
+                return f"{sign}{_decimal(ns, size)}{unit}"
     hours, rest = divmod(ns, _UNIT_NS["h"])
     minutes, rest = divmod(rest, _UNIT_NS["m"])
     out = sign

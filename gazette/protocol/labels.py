@@ -11,7 +11,6 @@ from collections.abc import Iterable, Iterator, Mapping
 from gazette.protocol import broker_pb2 as pb
 
 
-
 class LabelSet:
     __slots__ = ("_items",)
 

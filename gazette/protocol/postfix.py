@@ -1,6 +1,7 @@
 """The template language of `fragment.path_postfix_template` (this project's own, not Go's text/template).
 
-A template is literal text with fields in braces; `{{` and `}}` are literal braces:
+A template is literal text with fields in braces; `{{` and `}}` quote literal braces (which parse, but
+fall outside the path alphabet, so a template that renders one is invalid):
   {journal}               the journal name
   {begin} {end}           the fragment's offsets; an optional Python format spec, e.g. {begin:016x}
   {first_append:FMT}      the spool's first append time in UTC through strftime FMT (default %Y-%m-%d)

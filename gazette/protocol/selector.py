@@ -235,7 +235,7 @@ class _Parser:
         if not self.peek(kw):
             return False
         after = self.pos + len(kw)
-        if after < len(self.text) and is_token_char(self.text[after], PATH_SYMBOLS):
+        if after < len(self.text) and is_token_char(self.text[after], TOKEN_SYMBOLS):
             return False
         self.pos = after
         return True

@@ -20,7 +20,7 @@ from google.protobuf import duration_pb2
 
 from gazette.fragment.fragment import Codec
 from gazette.protocol import broker_pb2 as pb
-from gazette.protocol.durations import format_duration, parse_duration
+from gazette.protocol.durations import NS_PER_S, format_duration, parse_duration
 from gazette.protocol.errors import ValidationError
 from gazette.protocol.labels import LabelSet
 from gazette.protocol.postfix import validate_postfix_template
@@ -56,8 +56,11 @@ class JournalFlag(IntEnum):
             key = key if key in cls.__members__ or key.startswith("O_") else "O_" + key
             if key in cls.__members__:
                 return cls[key]
-        elif isinstance(value, int) and not isinstance(value, bool) and value in cls._value2member_map_:
-            return cls(value)
+        elif isinstance(value, int) and not isinstance(value, bool):
+            try:
+                return cls(value)
+            except ValueError:
+                pass
         raise ValidationError(
             f"flags {value!r} is not valid (expected exactly one of NOT_SPECIFIED=0, O_RDONLY=1, "
             "O_WRONLY=2, O_RDWR=4)"
@@ -83,8 +86,11 @@ class SuspendLevel(IntEnum):
     def parse(cls, value: SuspendLevel | int | str) -> SuspendLevel:
         if isinstance(value, str) and value.strip().upper() in cls.__members__:
             return cls[value.strip().upper()]
-        if isinstance(value, int) and not isinstance(value, bool) and value in cls._value2member_map_:
-            return cls(value)
+        if isinstance(value, int) and not isinstance(value, bool):
+            try:
+                return cls(value)
+            except ValueError:
+                pass
         raise ValidationError(f"suspend level {value!r} is not valid (expected none, partial or full)")
 
 
@@ -159,7 +165,7 @@ _COERCE: dict[str, Callable[[Any], Any]] = {
     "refresh_interval": lambda v: parse_duration(v, what="refresh_interval"),
     "retention": lambda v: parse_duration(v, what="retention"),
     "flush_interval": lambda v: parse_duration(v, what="flush_interval"),
-    "path_postfix_template": lambda v: v if isinstance(v, str) else _fail(f"path_postfix_template {v!r} is not a string"),
+    "path_postfix_template": lambda v: _as_str("path_postfix_template", v),
     "flags": JournalFlag.parse,
     "max_append_rate": lambda v: _as_int("max_append_rate", v),
     "suspend_level": SuspendLevel.parse,
@@ -167,8 +173,10 @@ _COERCE: dict[str, Callable[[Any], Any]] = {
 }
 
 
-def _fail(message: str) -> Any:
-    raise ValidationError(message)
+def _as_str(what: str, value: Any) -> str:
+    if not isinstance(value, str):
+        raise ValidationError(f"{what} {value!r} is not a string")
+    return value
 
 
 def _is_zero(value: Any) -> bool:
@@ -291,7 +299,7 @@ class JournalSpec:
             labels=self.labels.to_proto(),
             fragment=pb.JournalSpec.Fragment(
                 length=self.fragment_length,
-                compression_codec=int(self.compression),
+                compression_codec=self.compression.name,
                 stores=list(self.stores),
                 refresh_interval=_duration_pb(self.refresh_interval),
                 retention=_duration_pb(self.retention),
@@ -316,9 +324,9 @@ class JournalSpec:
             fragment_length=frag.length,
             compression=frag.compression_codec,
             stores=tuple(frag.stores),
-            refresh_interval=frag.refresh_interval.ToNanoseconds() / 1e9,
-            retention=frag.retention.ToNanoseconds() / 1e9,
-            flush_interval=frag.flush_interval.ToNanoseconds() / 1e9,
+            refresh_interval=frag.refresh_interval.ToNanoseconds() / NS_PER_S,
+            retention=frag.retention.ToNanoseconds() / NS_PER_S,
+            flush_interval=frag.flush_interval.ToNanoseconds() / NS_PER_S,
             path_postfix_template=frag.path_postfix_template,
             flags=msg.flags,
             max_append_rate=msg.max_append_rate,
@@ -349,7 +357,7 @@ class JournalSpec:
 
 def _duration_pb(seconds: float) -> duration_pb2.Duration:
     d = duration_pb2.Duration()
-    d.FromNanoseconds(round(seconds * 1e9))
+    d.FromNanoseconds(round(seconds * NS_PER_S))
     return d
 
 
@@ -440,8 +448,10 @@ def _fields_to_yaml(fields: Mapping[str, Any]) -> dict[str, Any]:
             frag[key] = format_duration(value)
         elif key == "path_postfix_template":
             frag[key] = value
-        elif key in ("flags", "suspend_level"):
-            (out if key == "flags" else suspend)["flags" if key == "flags" else "level"] = value.name
+        elif key == "flags":
+            out["flags"] = value.name
+        elif key == "suspend_level":
+            suspend["level"] = value.name
         elif key == "suspend_offset":
             suspend["offset"] = value
         else:
@@ -529,12 +539,12 @@ def _load_node(
         delete = node.get("delete", False)
         if not isinstance(delete, bool):
             raise ValidationError(f"delete {delete!r} is not true or false")
-        children = node.get("children")
+        children: list[Any] | None = node.get("children")
         is_dir = name == "" or name.endswith("/")
         if is_dir:
-            for key in ("revision", *(k for k in _LEAF_ONLY if k in own)):
-                if key in node or key in own:
-                    raise ValidationError(f'"{key}" is allowed only on journals, not directories')
+            misplaced = [k for k in ("revision", *_LEAF_ONLY) if k in node or k in own]
+            if misplaced:
+                raise ValidationError(f'"{misplaced[0]}" is allowed only on journals, not directories')
             if children is None:
                 children = []
             if not isinstance(children, list):
@@ -546,7 +556,7 @@ def _load_node(
         raise ValidationError(f"journal specs YAML {label}: {exc.message}") from None
 
     if is_dir:
-        for i, child in enumerate(children):
+        for i, child in enumerate(children or ()):
             _load_node(child, f"{where}.children[{i}]", name, fields, deleting or delete, out, validate)
         return
     try:
@@ -643,6 +653,9 @@ def dump_specs_yaml(specs_with_revisions: Iterable[tuple[JournalSpec, int] | Jou
         spec, revision = (item, 0) if isinstance(item, JournalSpec) else item
         leaves.append(_Node(spec.name, _set_fields(spec), revision))
     leaves.sort(key=lambda n: n.name)
+    for a, b in zip(leaves, leaves[1:], strict=False):
+        if a.name == b.name:
+            raise ValidationError(f'journal "{a.name}" is given more than once')
     if not leaves:
         return "[]\n"
     if len(leaves) == 1:

@@ -1,7 +1,7 @@
 """Fixtures for fragment tests: moto's standalone S3 server as a real subprocess over HTTP.
 
-`moto_server` (session) yields an endpoint URL; `start_moto_server()` starts extra ones for tests that
-stop and restart a store. `s3_store_url` makes a fresh bucket and returns its store URL.
+`moto_server` (session) yields an endpoint URL; `dedicated_moto()` starts a private server a test may
+stop and restart (same port, empty state). `s3_store_url` makes a fresh bucket and returns its URL.
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ import time
 import urllib.error
 import urllib.request
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 import pytest
 
@@ -51,6 +51,9 @@ class MotoServer:
                         f"moto server on port {self.port} did not answer within {MOTO_START_TIMEOUT_S}s"
                     ) from None
                 time.sleep(0.05)
+
+    def make_bucket(self, bucket: str) -> None:
+        make_bucket(self.endpoint, bucket)
 
     def stop(self) -> None:
         if self.proc is not None and self.proc.poll() is None:
@@ -103,6 +106,26 @@ def moto_server(aws_dummy_credentials: None) -> Iterator[str]:
         yield server.endpoint
     finally:
         server.stop()
+
+
+@pytest.fixture
+def dedicated_moto(aws_dummy_credentials: None) -> Iterator[Callable[[], MotoServer]]:
+    """A factory of private moto servers, each stopped at the end of the test."""
+    servers: list[MotoServer] = []
+
+    def start() -> MotoServer:
+        servers.append(start_moto_server())
+        return servers[-1]
+
+    yield start
+    for server in servers:
+        server.stop()
+
+
+@pytest.fixture
+def closed_endpoint() -> str:
+    """An http endpoint on a loopback port nothing listens on."""
+    return f"http://127.0.0.1:{free_port()}"
 
 
 def make_bucket(endpoint: str, bucket: str) -> None:

@@ -100,7 +100,9 @@ def test_zstd_is_standard_frames() -> None:
     assert decompress(Codec.ZSTANDARD, encoded + compress(Codec.ZSTANDARD, b"tail")) == data + b"tail"
 
 
-@pytest.mark.parametrize("codec", [Codec.GZIP, Codec.ZSTANDARD, Codec.SNAPPY, Codec.GZIP_OFFLOAD_DECOMPRESSION])
+@pytest.mark.parametrize(
+    "codec", [Codec.GZIP, Codec.ZSTANDARD, Codec.SNAPPY, Codec.GZIP_OFFLOAD_DECOMPRESSION]
+)
 def test_truncated_input_is_an_error(codec: Codec) -> None:
     encoded = compress(codec, sample(50_000))
     with pytest.raises(CodecError, match="truncated"):

