@@ -24,7 +24,7 @@ from gazette.protocol import broker_pb2 as pb
 from gazette.protocol.errors import GazetteError
 from gazette.protocol.labels import LabelSet
 from gazette.protocol.selector import LabelSelector
-from gazette.protocol.status import Status
+from gazette.protocol.status import Status, to_pb
 from gazette.protocol.validate import split_journal_meta, validate_journal_name
 
 if TYPE_CHECKING:
@@ -46,7 +46,7 @@ class AppendRolledBack(Exception):
 
 
 def _response(status: Status, header: pb.Header, **kw) -> pb.AppendResponse:
-    return pb.AppendResponse(status=int(status), header=header, **kw)
+    return pb.AppendResponse(status=to_pb(status), header=header, **kw)
 
 
 async def serve_append(

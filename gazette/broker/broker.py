@@ -12,6 +12,7 @@ import logging
 import os
 import secrets
 from collections.abc import AsyncIterator
+from typing import Any
 
 import aetcd
 import grpc
@@ -78,7 +79,7 @@ class Broker:
         self.endpoint = ""
         self.metrics_endpoint = ""
         self._server: grpc.aio.Server | None = None
-        self._metrics_server = None
+        self._metrics_server: Any = None
         self._lease: aetcd.Lease | None = None
         self._tasks: list[asyncio.Task] = []
         self._replica_stops: set[asyncio.Task] = set()
@@ -223,10 +224,14 @@ class Broker:
                     create_rev,
                     self.persister,
                     spool_dir=self.spool_dir,
-                    on_commit=lambda f, head, j=journal: self.metrics.write_head.labels(j).set(head),
+                    on_commit=self._on_commit,
                 )
                 self.replicas[journal] = replica
                 replica.start()
+
+
+    def _on_commit(self, fragment: Fragment, head: int) -> None:
+        self.metrics.write_head.labels(fragment.journal).set(head)
 
 
 class JournalService(pb_grpc.JournalServicer):

@@ -6,24 +6,27 @@ compare-and-swaps on mod revisions and responds only once this broker's KeySpace
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator
 from typing import TYPE_CHECKING
 
 import aetcd
 import grpc
 
+from gazette.fragment.health import health_of
 from gazette.keyspace import layout
 from gazette.protocol import broker_pb2 as pb
 from gazette.protocol.errors import GazetteError
 from gazette.protocol.selector import LabelSelector, journal_labels
 from gazette.protocol.spec import JournalSpec
-from gazette.protocol.status import Status
+from gazette.protocol.status import Status, to_pb
 from gazette.protocol.validate import validate_journal_name
 
 if TYPE_CHECKING:
     from gazette.broker.broker import Broker
 
 LIST_CHUNK_JOURNALS = 25
+FLUSH_TIMEOUT_S = 60.0
 FRAGMENTS_PAGE_DEFAULT = 1000
 FRAGMENTS_PAGE_MAX = 10000
 
@@ -62,7 +65,7 @@ async def serve_list(
             for i in range(0, max(len(journals), 1), LIST_CHUNK_JOURNALS):
                 chunk = journals[i : i + LIST_CHUNK_JOURNALS]
                 if i == 0:
-                    yield pb.ListResponse(status=int(Status.OK), header=header, journals=chunk)
+                    yield pb.ListResponse(status=to_pb(Status.OK), header=header, journals=chunk)
                 else:
                     yield pb.ListResponse(journals=chunk)
             if not req.watch:
@@ -100,11 +103,11 @@ async def serve_apply(broker: Broker, req: pb.ApplyRequest, context: grpc.aio.Se
     except aetcd.exceptions.ClientError as exc:
         await context.abort(grpc.StatusCode.UNAVAILABLE, f"etcd transaction failed: {exc}")
     if not ok:
-        return pb.ApplyResponse(status=int(Status.ETCD_TRANSACTION_FAILED), header=broker.resolver.header())
+        return pb.ApplyResponse(status=to_pb(Status.ETCD_TRANSACTION_FAILED), header=broker.resolver.header())
     revision = _txn_revision(responses)
     if revision:
         await broker.ks.wait_for_revision(revision)
-    return pb.ApplyResponse(status=int(Status.OK), header=broker.resolver.header())
+    return pb.ApplyResponse(status=to_pb(Status.OK), header=broker.resolver.header())
 
 
 def _txn_revision(responses: list) -> int:
@@ -135,7 +138,7 @@ async def serve_list_fragments(
         proxy_header=req.header if req.HasField("header") else None,
     )
     if res.status != Status.OK:
-        return pb.FragmentsResponse(status=int(res.status), header=res.header)
+        return pb.FragmentsResponse(status=to_pb(res.status), header=res.header)
     if res.replica is None:
         return await broker.proxy.list_fragments(res, req)
     index = res.replica.index
@@ -158,7 +161,7 @@ async def serve_list_fragments(
         if ttl and frag.backing_store:
             url = await broker.sign_url(frag, ttl)
         out.append(pb.FragmentsResponse._Fragment(spec=frag.to_proto(), signed_url=url))
-    return pb.FragmentsResponse(status=int(Status.OK), header=res.header, fragments=out, next_page_token=next_token)
+    return pb.FragmentsResponse(status=to_pb(Status.OK), header=res.header, fragments=out, next_page_token=next_token)
 
 
 async def serve_flush(broker: Broker, req: pb.FlushRequest, context: grpc.aio.ServicerContext) -> pb.FlushResponse:
@@ -170,14 +173,21 @@ async def serve_flush(broker: Broker, req: pb.FlushRequest, context: grpc.aio.Se
         req.journal, require_primary=True, may_proxy=True, proxy_header=req.header if req.HasField("header") else None
     )
     if res.status != Status.OK:
-        return pb.FlushResponse(status=int(res.status), header=res.header)
+        return pb.FlushResponse(status=to_pb(res.status), header=res.header)
     if res.replica is None:
         return await broker.proxy.flush(res, req)
     try:
-        persisted = await res.replica.flush()
-    except Exception as exc:  # the store refused; the spool stays queued in the persister
-        return pb.FlushResponse(status=int(Status.FRAGMENT_STORE_UNHEALTHY), header=res.header, store_error=str(exc))
-    resp = pb.FlushResponse(status=int(Status.OK), header=res.header)
+        persisted = await asyncio.wait_for(res.replica.flush(), FLUSH_TIMEOUT_S)
+    except (TimeoutError, GazetteError) as exc:
+        # The store is down or refused: the rolled spool stays queued in the persister, which
+        # keeps retrying; nothing committed is dropped.
+        error = health_of(res.spec.stores[0]).error if res.spec and res.spec.stores else None
+        return pb.FlushResponse(
+            status=to_pb(Status.FRAGMENT_STORE_UNHEALTHY),
+            header=res.header,
+            store_error=error or str(exc) or f"not persisted within {FLUSH_TIMEOUT_S:.0f}s",
+        )
+    resp = pb.FlushResponse(status=to_pb(Status.OK), header=res.header)
     if persisted is not None:
         resp.fragment.CopyFrom(persisted.to_proto())
     return resp

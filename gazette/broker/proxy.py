@@ -13,7 +13,7 @@ import grpc
 from gazette.broker.resolver import Resolution
 from gazette.protocol import broker_pb2 as pb
 from gazette.protocol import broker_pb2_grpc as pb_grpc
-from gazette.protocol.status import Status
+from gazette.protocol.status import Status, to_pb
 
 
 def grpc_target(endpoint: str) -> str:
@@ -52,7 +52,7 @@ class Proxy:
     ) -> pb.AppendResponse:
         endpoint = self._endpoint(res)
         if endpoint is None:
-            return pb.AppendResponse(status=int(Status.NO_JOURNAL_PRIMARY_BROKER), header=res.header)
+            return pb.AppendResponse(status=to_pb(Status.NO_JOURNAL_PRIMARY_BROKER), header=res.header)
         fwd = pb.AppendRequest()
         fwd.CopyFrom(first)
         fwd.header.CopyFrom(res.header)
@@ -67,7 +67,7 @@ class Proxy:
     async def read(self, res: Resolution, req: pb.ReadRequest) -> AsyncIterator[pb.ReadResponse]:
         endpoint = self._endpoint(res)
         if endpoint is None:
-            yield pb.ReadResponse(status=int(Status.NOT_JOURNAL_BROKER), header=res.header)
+            yield pb.ReadResponse(status=to_pb(Status.NOT_JOURNAL_BROKER), header=res.header)
             return
         fwd = pb.ReadRequest()
         fwd.CopyFrom(req)
@@ -78,7 +78,7 @@ class Proxy:
     async def list_fragments(self, res: Resolution, req: pb.FragmentsRequest) -> pb.FragmentsResponse:
         endpoint = self._endpoint(res)
         if endpoint is None:
-            return pb.FragmentsResponse(status=int(Status.NOT_JOURNAL_BROKER), header=res.header)
+            return pb.FragmentsResponse(status=to_pb(Status.NOT_JOURNAL_BROKER), header=res.header)
         fwd = pb.FragmentsRequest()
         fwd.CopyFrom(req)
         fwd.header.CopyFrom(res.header)
@@ -87,7 +87,7 @@ class Proxy:
     async def flush(self, res: Resolution, req: pb.FlushRequest) -> pb.FlushResponse:
         endpoint = self._endpoint(res)
         if endpoint is None:
-            return pb.FlushResponse(status=int(Status.NO_JOURNAL_PRIMARY_BROKER), header=res.header)
+            return pb.FlushResponse(status=to_pb(Status.NO_JOURNAL_PRIMARY_BROKER), header=res.header)
         fwd = pb.FlushRequest()
         fwd.CopyFrom(req)
         fwd.header.CopyFrom(res.header)

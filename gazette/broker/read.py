@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import asyncio
 import threading
-from collections.abc import AsyncIterator, Iterator
-from typing import TYPE_CHECKING
+from collections.abc import AsyncIterator, Callable, Iterator
+from typing import TYPE_CHECKING, Any
 
 import grpc
 
@@ -18,7 +18,7 @@ from gazette.fragment.content import open_fragment
 from gazette.fragment.fragment import Fragment
 from gazette.protocol import broker_pb2 as pb
 from gazette.protocol.errors import GazetteError
-from gazette.protocol.status import Status
+from gazette.protocol.status import Status, to_pb
 from gazette.protocol.validate import split_journal_meta, validate_journal_name
 
 if TYPE_CHECKING:
@@ -29,7 +29,7 @@ READ_CHUNK_BYTES = 256 * 1024
 _THREAD_QUEUE_DEPTH = 8
 
 
-async def iterate_in_thread(make: "callable[[], Iterator[bytes]]") -> AsyncIterator[bytes]:  # type: ignore[valid-type]
+async def iterate_in_thread(make: Callable[[], Iterator[Any]]) -> AsyncIterator[Any]:
     """Runs a blocking generator in a thread, handing its items to the loop with backpressure."""
     loop = asyncio.get_running_loop()
     queue: asyncio.Queue = asyncio.Queue(_THREAD_QUEUE_DEPTH)
@@ -90,7 +90,7 @@ async def serve_read(
         proxy_header=req.header if req.HasField("header") else None,
     )
     if res.status != Status.OK:
-        yield pb.ReadResponse(status=int(res.status), header=res.header)
+        yield pb.ReadResponse(status=to_pb(res.status), header=res.header)
         return
     if res.replica is None:
         async for resp in broker.proxy.read(res, req):
@@ -98,7 +98,7 @@ async def serve_read(
         return
     assert res.spec is not None
     if not res.spec.readable:
-        yield pb.ReadResponse(status=int(Status.NOT_ALLOWED), header=res.header)
+        yield pb.ReadResponse(status=to_pb(Status.NOT_ALLOWED), header=res.header)
         return
 
     replica = res.replica
@@ -110,7 +110,7 @@ async def serve_read(
         if req.end_offset and offset >= req.end_offset:
             return
         q = await index.query(offset, req.block, req.begin_mod_time)
-        meta = pb.ReadResponse(status=int(q.status), offset=q.offset, write_head=q.write_head)
+        meta = pb.ReadResponse(status=to_pb(q.status), offset=q.offset, write_head=q.write_head)
         if header is not None:
             meta.header.CopyFrom(header)
             header = None
@@ -149,8 +149,8 @@ async def _remote_content(fragment: Fragment, offset: int, stop: int) -> AsyncIt
                 if piece:
                     yield piece
                     pos += len(piece)
-                if pos >= stop:
-                    return
+                if pos >= stop and stop < fragment.end:
+                    return  # a bounded read: the rest (and its SHA1 check) is not needed
 
     async for piece in iterate_in_thread(chunks):
         yield piece

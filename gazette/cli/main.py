@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 import sys
 import time
-from enum import Enum
+from enum import StrEnum
 from pathlib import Path
 from typing import Any
 
@@ -35,7 +35,7 @@ BrokerOpt = typer.Option("http://127.0.0.1:8080", "--broker", envvar="GAZETTE_BR
 EtcdOpt = typer.Option(None, "--etcd", envvar="GAZETTE_ETCD", help="etcd endpoint (optional).")
 
 
-class Output(str, Enum):
+class Output(StrEnum):
     table = "table"
     json = "json"
     yaml = "yaml"

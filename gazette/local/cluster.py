@@ -26,7 +26,7 @@ from gazette.client.loop import default_loop
 from gazette.client.sync import Client
 from gazette.keyspace.etcd import EmbeddedEtcd, connect
 from gazette.keyspace.keyspace import KeySpace
-from gazette.keyspace.procutil import child_preexec, terminate
+from gazette.keyspace.procutil import child_preexec, spawn, terminate
 from gazette.protocol.errors import GazetteError
 from gazette.protocol.spec import JournalSpec
 
@@ -113,7 +113,7 @@ class LocalCluster:
                 self._etcd = EmbeddedEtcd(data_dir=os.path.join(self.data_dir, "etcd")).start()
                 self.etcd_endpoint = self._etcd.endpoint
             self._loop.run(self._start_assigner())
-            for i in range(self._n_brokers):
+            for _ in range(self._n_brokers):
                 self.add_broker()
         except BaseException:
             self.close()
@@ -199,9 +199,9 @@ class LocalCluster:
             "--spool-dir", spool_dir, "--log-level", self.log_level,
         ]  # fmt: skip
         with open(h.log_path, "ab") as log_file:
-            h.proc = subprocess.Popen(
-                cmd, stdout=subprocess.PIPE, stderr=log_file, stdin=subprocess.DEVNULL, preexec_fn=child_preexec
-            )
+            # spawn forks from a process-lifetime thread: PR_SET_PDEATHSIG fires when the *forking
+            # thread* exits, so a Popen from a short-lived thread would SIGKILL the broker early.
+            h.proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=log_file, stdin=subprocess.DEVNULL, preexec_fn=child_preexec) if os.environ.get('POPEN') else spawn(cmd, stdout=subprocess.PIPE, stderr=log_file, stdin=subprocess.DEVNULL)
         ready = _read_ready_line(h.proc, BROKER_START_TIMEOUT_S)
         if ready is None:
             terminate(h.proc)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from enum import IntEnum
+from typing import Any
 
 
 class Status(IntEnum):
@@ -22,3 +23,8 @@ class Status(IntEnum):
     REGISTER_MISMATCH = 13
     SUSPENDED = 14
     FRAGMENT_STORE_UNHEALTHY = 15
+
+
+def to_pb(status: Status | int) -> Any:
+    """A status as the generated messages' enum field takes it (typed loosely for the .pyi stubs)."""
+    return int(status)
