@@ -17,6 +17,8 @@ import pytest
 
 from gazette.keyspace.etcd import EmbeddedEtcd, connect
 
+pytest_plugins = ["fixtures_s3"]
+
 
 @pytest.fixture(scope="session")
 def etcd() -> Iterator[EmbeddedEtcd]:

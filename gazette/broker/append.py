@@ -110,11 +110,12 @@ async def _append_locked(
     # ValidatePreconditions.
     if not spec.writable:
         return _response(Status.NOT_ALLOWED, header)
-    await replica.index.wait_first_refresh()
+    # Health first: a store that is down from the start never completes the first refresh.
     if spec.stores:
         err = await health_of(spec.stores[0]).wait_healthy(STORE_HEALTH_MAX_FAILED_CHECKS)
         if err is not None:
             return _response(Status.FRAGMENT_STORE_UNHEALTHY, header, store_health_error=err)
+    await replica.index.wait_first_refresh()
 
     if first.HasField("check_registers") and spool.registers:
         selector = LabelSelector.from_proto(first.check_registers)

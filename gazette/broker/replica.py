@@ -9,6 +9,7 @@ one place by the Broker; stopping rolls the spool so its content is persisted.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
 import time
 from collections.abc import Callable
@@ -53,6 +54,8 @@ class Replica:
         # persist must not hide it from the index.
         self._recently_persisted: list[tuple[float, Fragment]] = []
         self._stopped = False
+        # Completed spools handed to the persister and not yet persisted (Flush waits for them too).
+        self._unpersisted: dict[Fragment, None] = {}
 
     # --- lifecycle -------------------------------------------------------------------------------
     def start(self) -> None:
@@ -89,6 +92,7 @@ class Replica:
     def on_complete(self, completed: CompletedSpool) -> None:
         if not self.spec.stores:
             return  # streaming-only journal: nothing is persisted
+        self._unpersisted[completed.fragment] = None
         self._persister.submit(
             completed, spec_lookup=self._spec_lookup, primary=True, on_persisted=self._on_persisted
         )
@@ -97,6 +101,7 @@ class Replica:
         return None if self._stopped and not self.spec.stores else _PersistSpec(self.spec)
 
     def _on_persisted(self, fragment: Fragment) -> None:
+        self._unpersisted.pop(dataclasses.replace(fragment, backing_store="", mod_time=0, path_postfix=""), None)
         self._recently_persisted.append((time.time(), fragment))
         self.index.replace_remote(self._known_remote + [f for _, f in self._recently_persisted])
 
@@ -133,18 +138,23 @@ class Replica:
 
     # --- flush -----------------------------------------------------------------------------------
     async def flush(self) -> Fragment | None:
-        """Rolls the spool and waits until the rolled fragment is persisted; None if it was empty."""
+        """Rolls the spool and waits until it and every spool completed before it are persisted.
+
+        Returns the last persisted fragment, or None when there was nothing to persist.
+        """
         async with self.pipeline:
             frag = self.spool.fragment
-            if frag.length == 0:
-                return None
-            roll = self.spool.roll_to(frag.end, self.spec.compression)
-            status, _, _ = self.spool.apply_proposal(roll, self.spool.registers)
-            if status != Status.OK:
-                raise RuntimeError(f"rolling the spool of {self.journal} failed: {status.name}")
+            if frag.length:
+                roll = self.spool.roll_to(frag.end, self.spec.compression)
+                status, _, _ = self.spool.apply_proposal(roll, self.spool.registers)
+                if status != Status.OK:
+                    raise RuntimeError(f"rolling the spool of {self.journal} failed: {status.name}")
         if not self.spec.stores:
             return None
-        return await self._persister.flush(frag)
+        last: Fragment | None = None
+        for pending in sorted(self._unpersisted, key=lambda f: f.begin):
+            last = await self._persister.flush(pending)
+        return last
 
 
 class _PersistSpec:

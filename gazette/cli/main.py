@@ -6,7 +6,10 @@ what was wrong and exit 1, never a traceback.
 
 from __future__ import annotations
 
+import ctypes
 import json
+import os
+import signal
 import sys
 import time
 from enum import StrEnum
@@ -221,6 +224,19 @@ def journals_prune(
 
 
 # --- broker ----------------------------------------------------------------------------------------
+def _die_with_parent() -> None:
+    """Under LocalCluster (which sets GAZETTE_DIE_WITH_PARENT to its pid, and cannot use a preexec_fn
+    safely): ask the kernel to SIGKILL this process when its owner dies, then make sure the owner
+    did not die before that took hold."""
+    owner = os.environ.pop("GAZETTE_DIE_WITH_PARENT", "")
+    if not owner or not sys.platform.startswith("linux"):
+        return
+    pr_set_pdeathsig = 1
+    ctypes.CDLL(None, use_errno=True).prctl(pr_set_pdeathsig, signal.SIGKILL, 0, 0, 0)
+    if os.getppid() != int(owner):
+        os._exit(1)
+
+
 @broker_app.command("serve")
 def broker_serve(
     etcd: str = typer.Option(..., "--etcd", envvar="GAZETTE_ETCD"),
@@ -239,6 +255,7 @@ def broker_serve(
     from gazette.broker.broker import Broker
     from gazette.broker.serve import run
 
+    _die_with_parent()
     run(
         Broker(
             etcd,

@@ -105,7 +105,7 @@ async def transaction(
 
 
 class EmbeddedEtcd:
-    """One etcd member on loopback, owned by this process. Not thread-safe; start it once, stop it once."""
+    """One etcd member on loopback, owned by this process; drive it from one thread at a time."""
 
     def __init__(self, data_dir: str | None = None, host: str = "127.0.0.1") -> None:
         self.host = host

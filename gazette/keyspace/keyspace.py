@@ -24,7 +24,6 @@ log = logging.getLogger(__name__)
 
 LOAD_PAGE_KEYS = 1000
 RANGE_TIMEOUT_S = 10.0
-CALL_END_TIMEOUT_S = 5.0
 # Retry delays of a failed watch or load, by consecutive failure: quick at first (a restarted etcd is
 # back within a second), then at most one attempt a second.
 WATCH_RETRY_BACKOFF_S = (0.0, 0.05, 0.25, 0.5, 1.0)
@@ -312,10 +311,6 @@ class KeySpace:
                 await asyncio.wait((read,))
                 if not read.cancelled():
                     read.exception()  # retrieved, so it is not reported as never retrieved
-            # The call's own status task ends with it: wait, so `stop()` leaves no task behind.
-            ended = asyncio.ensure_future(call.code())
-            if not (await asyncio.wait((ended,), timeout=CALL_END_TIMEOUT_S))[0]:
-                ended.cancel()
             if pending:
                 self._apply(pending)
 

@@ -22,26 +22,50 @@ from typing import Any
 
 _PR_SET_PDEATHSIG = 1
 
+
 # Resolved in the parent: a preexec_fn runs between fork and exec, where loading a library (and
 # the locks that takes) is not safe.
-_prctl: Callable[..., int] | None = None
-if sys.platform.startswith("linux"):
-    try:
-        _prctl = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True).prctl
-    except (OSError, AttributeError):
-        _prctl = None
+def _load_prctl() -> Callable[..., int] | None:
+    if not sys.platform.startswith("linux"):
+        return None
+    for load in (lambda: "libc.so.6", lambda: ctypes.util.find_library("c")):  # the search only if needed
+        try:
+            return ctypes.CDLL(load(), use_errno=True).prctl  # type: ignore[no-any-return]
+        except (OSError, AttributeError, TypeError):
+            continue
+    return None
+
+
+_prctl = _load_prctl()
 
 
 def child_preexec() -> None:
     """A `preexec_fn`: puts the child in its own process group and, on Linux, asks the kernel to
     SIGKILL it when its parent dies.
 
-    The kernel ties PR_SET_PDEATHSIG to the *thread* that forked the child, so call `Popen` from a
-    thread that lives as long as the owner process, or use `spawn`, which does that for you.
+    The kernel ties PR_SET_PDEATHSIG to the *thread* that forked the child, and a Python preexec_fn
+    runs Python (gRPC's at-fork hooks included) in the forked child, which can crash it while gRPC
+    threads are busy. `spawn` avoids both; prefer it.
     """
     os.setpgrp()
     if _prctl is not None:
         _prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+
+
+# Runs in a fresh interpreter (no Python runs between fork and exec): set the parent-death signal,
+# make sure the owner did not die before it took effect, then become the real program.
+_TRAMPOLINE = """
+import ctypes, ctypes.util, os, signal, sys
+try:
+    libc = ctypes.CDLL("libc.so.6", use_errno=True)
+except OSError:
+    libc = ctypes.CDLL(ctypes.util.find_library("c"), use_errno=True)
+if libc.prctl(1, signal.SIGKILL, 0, 0, 0) != 0:
+    sys.exit("prctl(PR_SET_PDEATHSIG) failed: " + os.strerror(ctypes.get_errno()))
+if os.getppid() != int(sys.argv[1]):
+    os._exit(70)
+os.execvp(sys.argv[2], sys.argv[2:])
+"""
 
 
 class _Spawner:
@@ -84,10 +108,19 @@ _spawner = _Spawner()
 
 
 def spawn(args: Sequence[str], **popen_kwargs: Any) -> subprocess.Popen[Any]:
-    """Starts `args` with `child_preexec`, forked from a long-lived thread, and returns the Popen."""
-    if "preexec_fn" in popen_kwargs:
-        raise ValueError("spawn sets preexec_fn itself (child_preexec)")
-    return _spawner.run(lambda: subprocess.Popen(list(args), preexec_fn=child_preexec, **popen_kwargs))
+    """Starts `args` in its own process group, dying with this process (SIGKILL on Linux).
+
+    Forked from a process-lifetime thread; on Linux through a small exec trampoline that sets the
+    parent-death signal, so no Python runs in the forked child (the returned Popen's pid is the
+    program's: the trampoline execs it). Keyword arguments go to Popen.
+    """
+    for taken in ("preexec_fn", "process_group", "start_new_session"):
+        if taken in popen_kwargs:
+            raise ValueError(f"spawn sets {taken} itself")
+    argv = list(args)
+    if _prctl is not None:
+        argv = [sys.executable, "-I", "-S", "-c", _TRAMPOLINE, str(os.getpid()), *argv]
+    return _spawner.run(lambda: subprocess.Popen(argv, process_group=0, **popen_kwargs))
 
 
 def free_port(host: str = "127.0.0.1") -> int:

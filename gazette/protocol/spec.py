@@ -508,7 +508,7 @@ def load_specs_yaml(text: str, *, validate: bool = True) -> list[SpecChange]:
         roots = doc if isinstance(doc, list) else [doc]
         for i, node in enumerate(roots):
             where = f"[{i}]" if isinstance(doc, list) else "document root"
-            _load_node(node, where, "", {}, False, changes, validate)
+            _load_node(node, where, None, {}, False, changes, validate)
     seen: set[str] = set()
     for ch in changes:
         if ch.spec.name in seen:
@@ -520,7 +520,7 @@ def load_specs_yaml(text: str, *, validate: bool = True) -> list[SpecChange]:
 def _load_node(
     node: Any,
     where: str,
-    parent_name: str,
+    parent_name: str | None,
     inherited: dict[str, Any],
     deleting: bool,
     out: list[SpecChange],
@@ -533,7 +533,9 @@ def _load_node(
         raise ValidationError(f"journal specs YAML node {where}: name {name!r} is not a string")
     label = f'node "{name}"' if name else f"node {where}"
     try:
-        if name and not name.startswith(parent_name):
+        if parent_name is not None and not name:
+            raise ValidationError("has no name (only a top-level node may omit it)")
+        if parent_name and not name.startswith(parent_name):
             raise ValidationError(f'name is not under its parent directory "{parent_name}"')
         own = _fields_from_yaml({k: v for k, v in node.items() if k not in _NODE_KEYS})
         delete = node.get("delete", False)
@@ -545,10 +547,10 @@ def _load_node(
             misplaced = [k for k in ("revision", *_LEAF_ONLY) if k in node or k in own]
             if misplaced:
                 raise ValidationError(f'"{misplaced[0]}" is allowed only on journals, not directories')
-            if children is None:
-                children = []
-            if not isinstance(children, list):
+            if children is not None and not isinstance(children, list):
                 raise ValidationError("children is not a list")
+            if not children:
+                raise ValidationError('a directory (a name ending in "/", or no name) needs children')
         elif children is not None:
             raise ValidationError('a journal cannot have children (directory names end in "/")')
         fields = _push_down(inherited, own)
@@ -606,6 +608,12 @@ def _build(prefix: str, leaves: list[_Node]) -> _Node:
     return node
 
 
+def _same_label_values(name: str, labels: LabelSet, others: list[dict[str, Any]]) -> bool:
+    """Whether every other field dict has exactly the values of label `name` that `labels` has."""
+    mine = labels.values_of(name)
+    return all(o.get("labels", LabelSet()).values_of(name) == mine for o in others)
+
+
 def _hoist(node: _Node) -> None:
     """Moves fields equal (and non-zero) across all children up into the directory node."""
     for child in node.children:
@@ -617,10 +625,9 @@ def _hoist(node: _Node) -> None:
         if key in _LEAF_ONLY:
             continue
         if key == "labels":
-            common = [(n, v) for n, v in value if all(set(o.get("labels", LabelSet()).values_of(n))
-                                                      == set(value.values_of(n)) for o in others)]
+            common = LabelSet((n, v) for n, v in value if _same_label_values(n, value, others))
             if common:
-                shared["labels"] = LabelSet(common)
+                shared["labels"] = common
         elif all(o.get(key) == value for o in others):
             shared[key] = value
     node.fields = shared

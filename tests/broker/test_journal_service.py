@@ -7,6 +7,7 @@ import hashlib
 import os
 import random
 import threading
+import time
 
 import grpc
 import pytest
@@ -229,7 +230,10 @@ def test_list_selectors(cluster, client):
     assert names("app.gazette.dev/message-type=A") == ["examples/a/one", "examples/b/one"]
     assert names("app.gazette.dev/message-type=A,prefix=examples/a/") == ["examples/a/one"]
     assert names("app.gazette.dev/message-type!=A") == ["examples/a/two"]
-    info = client.list_journals("name=examples/b/one")[0]
+    deadline = time.monotonic() + 30
+    while (info := client.list_journals("name=examples/b/one")[0]).route.primary < 0:
+        assert time.monotonic() < deadline, "journal never got a primary"
+        time.sleep(0.05)
     assert info.route.primary == 0 and info.route.members == (("local", "broker-0"),)
 
 

@@ -178,32 +178,44 @@ def test_child_survives_the_thread_that_started_it() -> None:
         server.stop()
 
 
-OWNER = """
-import sys, time
+OWNER_OF_ETCD = """
+import time
 from gazette.keyspace.etcd import EmbeddedEtcd
 server = EmbeddedEtcd().start()
 print(server.pid, server.log_path, flush=True)
 time.sleep(120)
 """
 
+OWNER_WITH_PREEXEC = """
+import subprocess, time
+from gazette.keyspace.procutil import child_preexec
+child = subprocess.Popen(["sleep", "120"], preexec_fn=child_preexec)
+print(child.pid, "-", flush=True)
+time.sleep(120)
+"""
 
-def test_etcd_dies_when_its_owner_is_sigkilled() -> None:
-    owner = subprocess.Popen([sys.executable, "-c", OWNER], stdout=subprocess.PIPE, text=True)
+
+@pytest.mark.parametrize("owner_code", [OWNER_OF_ETCD, OWNER_WITH_PREEXEC], ids=["spawn", "child_preexec"])
+def test_child_dies_when_its_owner_is_sigkilled(owner_code: str) -> None:
+    # The owner is itself spawned, so it cannot outlive this test run either.
+    owner = procutil.spawn([sys.executable, "-c", owner_code], stdout=subprocess.PIPE, text=True)
     try:
         assert owner.stdout is not None
         pid_text, log_path = owner.stdout.readline().split()
-        etcd_pid = int(pid_text)
-        assert _alive(etcd_pid)
+        child_pid = int(pid_text)
+        assert _alive(child_pid)
+        assert os.getpgid(child_pid) == child_pid  # its own process group
         owner.kill()
         owner.wait()
-        _wait_gone(etcd_pid)
+        _wait_gone(child_pid)
     finally:
         if owner.poll() is None:
             owner.kill()
             owner.wait()
         if owner.stdout is not None:
             owner.stdout.close()
-    shutil.rmtree(Path(log_path).parent, ignore_errors=True)  # the owner had no chance to
+    if log_path != "-":
+        shutil.rmtree(Path(log_path).parent, ignore_errors=True)  # the owner had no chance to
 
 
 def test_terminate_escalates_to_sigkill() -> None:

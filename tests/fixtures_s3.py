@@ -1,4 +1,4 @@
-"""Fixtures for fragment tests: moto's standalone S3 server as a real subprocess over HTTP.
+"""S3 fixtures for every test (a pytest plugin loaded by tests/conftest.py): moto's standalone S3 server as a real subprocess over HTTP.
 
 `moto_server` (session) yields an endpoint URL; `dedicated_moto()` starts a private server a test may
 stop and restart (same port, empty state). `s3_store_url` makes a fresh bucket and returns its URL.
