@@ -1,8 +1,9 @@
 """Runs the measurements: a subprocess broker (LocalCluster), the raw gRPC server, and the disk.
 
-Every run measures every figure once, limits included, so each ratio compares figures taken minutes
-(not hours) apart on the same machine state. Per run, each figure gets fresh journals: a sequential
-appender's journal is read back from its spool, flushed, then read again from the file store.
+Every run measures every figure once, limits included, so each ratio compares figures taken seconds
+apart on the same machine state. Each run starts after an os.sync() and gets fresh journals: the
+sequential appender's journal is read back from its spool, flushed, then read again from the file
+store; the concurrent appenders' journals are flushed after their figure, untimed.
 The gazette client and the raw gRPC client both run on the client's loop thread, as coroutines, so
 neither figure pays the sync facade's thread hop.
 """
@@ -45,8 +46,8 @@ class Settings:
     small_appends: int  # latency samples per run (and raw unary round trips)
 
 
-QUICK = Settings("quick", runs=3, append_mib=128, small_appends=300)
-FULL = Settings("full", runs=5, append_mib=512, small_appends=1000)
+QUICK = Settings("quick", runs=5, append_mib=128, small_appends=300)
+FULL = Settings("full", runs=7, append_mib=512, small_appends=1000)
 
 
 @contextlib.contextmanager
@@ -84,6 +85,7 @@ def run(settings: Settings, log: Callable[[str], None]) -> dict[str, Figure]:
             loop.run(_warm_up(client.aio, chan, payload))
             for i in range(settings.runs):
                 log(f"run {i + 1}/{settings.runs}")
+                os.sync()  # start each run with no dirty pages of the last one being written back
                 samples = loop.run(_network_figures(client.aio, chan, payload, settings, i))
                 samples["disk_fsync"] = disk_fsync_rate(cluster.data_dir, payload, settings.append_mib)
                 for key, value in samples.items():
@@ -126,6 +128,8 @@ async def _network_figures(
     for journal in par:
         await aio.append(journal, payload)
     out["append_x4"] = await append_concurrent(aio, par, payload, n // CONCURRENT_APPENDERS)
+    for journal in par:  # persisted now, untimed, rather than all at once when the broker stops
+        await aio.flush(journal)
 
     raw = await rawgrpc.unary_latencies(chan, small, settings.small_appends)
     ours = await append_latencies(aio, "bench/small", small, settings.small_appends)

@@ -113,7 +113,15 @@ async def test_restart_keeps_ports_and_data(tmp_path: Path) -> None:
             await client.put(b"/restart/k", b"v1")
             await asyncio.to_thread(server.restart)
             assert server.endpoint == endpoint and server.pid not in (None, old_pid)
-            got = await client.get(b"/restart/k")  # the same client reconnects on its own
+            # The same client reconnects on its own; until it has, calls fail fast (UNAVAILABLE).
+            deadline = time.monotonic() + DEADLINE_S
+            while True:
+                try:
+                    got = await client.get(b"/restart/k")
+                    break
+                except aetcd.ConnectionFailedError:
+                    assert time.monotonic() < deadline
+                    await asyncio.sleep(0.05)
             assert got is not None and got.value == b"v1"
         finally:
             await client.close()

@@ -3,7 +3,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 
 import aetcd
@@ -244,6 +244,17 @@ async def test_compacted_watch_revision_reloads(
     assert len(ks) == 3
 
 
+async def until_reconnected(call: Callable[[], Awaitable[int]]) -> int:
+    """Calls fail fast (UNAVAILABLE) until the client's channel has reconnected to a restarted etcd."""
+    deadline = asyncio.get_running_loop().time() + WAIT_S
+    while True:
+        try:
+            return await call()
+        except aetcd.ConnectionFailedError:
+            assert asyncio.get_running_loop().time() < deadline
+            await asyncio.sleep(0.05)
+
+
 async def test_watch_resumes_after_etcd_restart_and_pause() -> None:
     server = EmbeddedEtcd().start()
     client = connect(server.endpoint)
@@ -252,7 +263,7 @@ async def test_watch_resumes_after_etcd_restart_and_pause() -> None:
         await put(client, "/restart/a", 1)
         await ks.start()
         await asyncio.to_thread(server.restart)
-        rev = await put(client, "/restart/b", 2)
+        rev = await until_reconnected(lambda: put(client, "/restart/b", 2))
         await client.delete(b"/restart/a")
         rev = await put(client, "/restart/c", 3)
         await ks.wait_for_revision(rev, timeout=WAIT_S)
