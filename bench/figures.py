@@ -57,12 +57,16 @@ def journal_broker_figures() -> dict[str, Figure]:
     figures = [
         Figure("raw_stream", "Limit: raw gRPC loopback stream, 1 MiB messages", "MB/s", True),
         Figure("append_seq", "Append 1 MiB, sequential", "MB/s", True, "raw_stream", APPEND_TARGET),
-        Figure("append_x4", "Append 1 MiB, 4 appenders on 4 journals", "MB/s", True, "raw_stream", APPEND_TARGET),
+        Figure(
+            "append_x4", "Append 1 MiB, 4 appenders on 4 journals", "MB/s", True, "raw_stream", APPEND_TARGET
+        ),
         Figure("read_spool", "Read from the spool", "MB/s", True, "raw_stream"),
         Figure("read_store", "Read from the file store (after flush)", "MB/s", True, "raw_stream"),
         Figure("raw_unary_p50", "Limit: raw gRPC unary round trip p50", "ms", False),
         Figure("raw_unary_p99", "Limit: raw gRPC unary round trip p99", "ms", False),
-        Figure("small_append_p50", "Append 100 B p50, sequential", "ms", False, "raw_unary_p50", LATENCY_TARGET),
+        Figure(
+            "small_append_p50", "Append 100 B p50, sequential", "ms", False, "raw_unary_p50", LATENCY_TARGET
+        ),
         Figure("small_append_p99", "Append 100 B p99, sequential", "ms", False, "raw_unary_p99"),
         Figure("disk_fsync", "Limit: disk sequential write + fsync", "MB/s", True),
     ]

@@ -24,7 +24,9 @@ MIB = 1 << 20
 JOURNAL = "bench/profile"
 
 
-async def _append_for(aio: AsyncClient, payload: bytes, seconds: float, profiler: cProfile.Profile) -> tuple[int, float]:
+async def _append_for(
+    aio: AsyncClient, payload: bytes, seconds: float, profiler: cProfile.Profile
+) -> tuple[int, float]:
     """Appends `payload` until `seconds` pass, profiling this (the loop's) thread; returns (appends, elapsed)."""
     count = 0
     profiler.enable()
@@ -39,7 +41,9 @@ async def _append_for(aio: AsyncClient, payload: bytes, seconds: float, profiler
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(prog="python -m bench.profile_append", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(
+        prog="python -m bench.profile_append", description=__doc__.splitlines()[0]
+    )
     parser.add_argument("--seconds", type=float, default=10.0, help="how long to append under the profiler")
     parser.add_argument("--top", type=int, default=25, help="how many entries to print per listing")
     args = parser.parse_args()
@@ -49,16 +53,23 @@ def main() -> None:
     with LocalCluster(brokers=1, mode="inprocess") as cluster:
         client = cluster.client()
         client.apply_journals(
-            [cluster.journal_spec(JOURNAL, fragment_length=1 << 34, compression="none", refresh_interval="1s")]
+            [
+                cluster.journal_spec(
+                    JOURNAL, fragment_length=1 << 34, compression="none", refresh_interval="1s"
+                )
+            ]
         )
         for _ in range(8):  # the first write rolls the spool; warm both sides up before profiling
             client.append(JOURNAL, payload)
         count, elapsed = client._loop.run(_append_for(client.aio, payload, args.seconds, profiler))
 
-    print(f"{count} appends of 1 MiB in {elapsed:.1f} s under cProfile: {count * MIB / elapsed / 1e6:.0f} MB/s")
+    print(
+        f"{count} appends of 1 MiB in {elapsed:.1f} s under cProfile: {count * MIB / elapsed / 1e6:.0f} MB/s"
+    )
     for order in ("cumulative", "tottime"):
         print(f"\n=== top {args.top} by {order} ===")
         pstats.Stats(profiler).strip_dirs().sort_stats(order).print_stats(args.top)
+
 
 if __name__ == "__main__":
     main()

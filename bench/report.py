@@ -97,7 +97,9 @@ def environment() -> dict:
 def _git_commit() -> str | None:
     """The checkout's commit, marked "-dirty" with uncommitted changes; None outside git."""
     try:
-        head = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True, check=True)
+        head = subprocess.run(
+            ["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True, check=True
+        )
         dirty = subprocess.run(["git", "status", "--porcelain"], capture_output=True, text=True, check=True)
     except (OSError, subprocess.CalledProcessError):
         return None

@@ -22,6 +22,8 @@ import tempfile
 import time
 from collections.abc import Callable, Iterator
 
+import grpc
+
 from bench import rawgrpc
 from bench.figures import Figure, journal_broker_figures, percentile
 from gazette.client.aio import AsyncClient
@@ -59,7 +61,9 @@ def raw_server() -> Iterator[str]:
         ready, _, _ = select.select([proc.stdout], [], [], READY_TIMEOUT_S)
         line = proc.stdout.readline() if ready else b""
         if not line:
-            raise RuntimeError(f"the raw gRPC server did not report its endpoint within {READY_TIMEOUT_S:.0f} s")
+            raise RuntimeError(
+                f"the raw gRPC server did not report its endpoint within {READY_TIMEOUT_S:.0f} s"
+            )
         yield json.loads(line)["endpoint"]
     finally:
         terminate(proc)
@@ -77,7 +81,9 @@ def run(settings: Settings, log: Callable[[str], None]) -> dict[str, Figure]:
         specs = ["bench/small", *(f"bench/seq-{i}" for i in range(settings.runs))]
         specs += [f"bench/par-{i}-{k}" for i in range(settings.runs) for k in range(CONCURRENT_APPENDERS)]
         client.apply_journals(
-            cluster.journal_spec(name, fragment_length=FRAGMENT_LENGTH, compression="none", refresh_interval="1s")
+            cluster.journal_spec(
+                name, fragment_length=FRAGMENT_LENGTH, compression="none", refresh_interval="1s"
+            )
             for name in specs
         )
         chan = loop.run(_open_channel(endpoint))
@@ -96,11 +102,11 @@ def run(settings: Settings, log: Callable[[str], None]) -> dict[str, Figure]:
     return figures
 
 
-async def _open_channel(endpoint: str):
+async def _open_channel(endpoint: str) -> grpc.aio.Channel:
     return rawgrpc.channel(endpoint)
 
 
-async def _warm_up(aio: AsyncClient, chan, payload: bytes) -> None:
+async def _warm_up(aio: AsyncClient, chan: grpc.aio.Channel, payload: bytes) -> None:
     """Connects both channels and takes each path once (the first write to a journal also rolls)."""
     await rawgrpc.stream_rate(chan, payload, 8)
     await rawgrpc.unary_latencies(chan, payload[:SMALL_APPEND_BYTES], 50)
@@ -109,7 +115,7 @@ async def _warm_up(aio: AsyncClient, chan, payload: bytes) -> None:
 
 
 async def _network_figures(
-    aio: AsyncClient, chan, payload: bytes, settings: Settings, run: int
+    aio: AsyncClient, chan: grpc.aio.Channel, payload: bytes, settings: Settings, run: int
 ) -> dict[str, float]:
     n = settings.append_mib
     small = payload[:SMALL_APPEND_BYTES]
@@ -144,7 +150,9 @@ async def append_sequential(aio: AsyncClient, journal: str, payload: bytes, coun
     for _ in range(count):
         res = await aio.append(journal, payload)
         if res.end - res.begin != len(payload):
-            raise RuntimeError(f"append to {journal} committed {res.end - res.begin} bytes (expected {len(payload)})")
+            raise RuntimeError(
+                f"append to {journal} committed {res.end - res.begin} bytes (expected {len(payload)})"
+            )
     return count * len(payload) / (time.perf_counter() - start) / 1e6
 
 
@@ -181,7 +189,9 @@ async def read_rate(aio: AsyncClient, journal: str, begin: int, end: int, *, fro
         got += len(chunk.content)
     elapsed = time.perf_counter() - start
     if got != end - begin:
-        raise RuntimeError(f"read of {journal} [{begin}, {end}) returned {got} bytes (expected {end - begin})")
+        raise RuntimeError(
+            f"read of {journal} [{begin}, {end}) returned {got} bytes (expected {end - begin})"
+        )
     return got / elapsed / 1e6
 
 
@@ -197,7 +207,9 @@ async def _wait_store_serves(aio: AsyncClient, journal: str, offset: int) -> Non
         if resp.fragment.backing_store:
             return
         if time.monotonic() > deadline:
-            raise RuntimeError(f"{journal} at {offset} was still served from the spool {STORE_WAIT_S:.0f} s after flush")
+            raise RuntimeError(
+                f"{journal} at {offset} was still served from the spool {STORE_WAIT_S:.0f} s after flush"
+            )
         await asyncio.sleep(0.05)
 
 

@@ -150,9 +150,10 @@ async def _append_locked(
         async for req in requests:
             if committed:
                 raise AppendAborted("AppendRequest after the empty commit message")
-            if req.content:
-                spool.apply_content(req.content, spool.delta)
-                client_sum.update(req.content)
+            content = req.content  # each access copies the bytes out of the message
+            if content:
+                spool.apply_content(content, spool.delta)
+                client_sum.update(content)
                 chunks += 1
             else:
                 committed = True

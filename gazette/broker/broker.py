@@ -138,19 +138,21 @@ class Broker:
                 log.warning("could not announce exiting: %s", exc)
         if self._server is not None:
             await self._server.stop(GRACEFUL_STOP_S if graceful else 0)
-        for t in self._tasks:
+        # The lease keep-alive runs until the persister has drained: the member key (and the
+        # assignments under its lease) must outlive this broker's unpersisted spools.
+        keep_alive = self._tasks[0] if self._tasks else None
+        for t in self._tasks[1:]:
             t.cancel()
-        for t in self._tasks:
-            try:
-                await t
-            except (asyncio.CancelledError, Exception):
-                pass
-        self._tasks.clear()
+        await asyncio.gather(*self._tasks[1:], return_exceptions=True)
         await asyncio.gather(*(r.stop() for r in self.replicas.values()), return_exceptions=True)
         if self._replica_stops:
             await asyncio.gather(*self._replica_stops, return_exceptions=True)
         self.replicas.clear()
         await self.persister.stop(drain=graceful)
+        if keep_alive is not None:
+            keep_alive.cancel()
+            await asyncio.gather(keep_alive, return_exceptions=True)
+        self._tasks.clear()
         await self.ks.stop()
         if self._lease is not None:
             try:
