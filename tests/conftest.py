@@ -34,7 +34,7 @@ def _delete_prefix(endpoint: str, prefix: str) -> None:
         {"key": base64.b64encode(raw).decode(), "range_end": base64.b64encode(end).decode()}
     ).encode()
     request = urllib.request.Request(f"{endpoint}/v3/kv/deleterange", data=body, method="POST")
-    with urllib.request.urlopen(request, timeout=10) as resp:
+    with urllib.request.build_opener(urllib.request.ProxyHandler({})).open(request, timeout=10) as resp:
         resp.read()
 
 

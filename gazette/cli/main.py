@@ -19,6 +19,8 @@ from typing import Any
 import typer
 import yaml
 from rich.console import Console
+from rich.markup import escape
+from rich.measure import Measurement
 from rich.table import Table
 
 from gazette.protocol.errors import GazetteError
@@ -61,7 +63,12 @@ def _emit(rows: list[dict[str, Any]], columns: list[str], output: Output, title:
             table.add_column(c)
         for r in rows:
             table.add_row(*(str(r.get(c, "")) for c in columns))
-        console.print(table)
+        if console.is_terminal:
+            console.print(table)
+        else:
+            # Piped or redirected: whole cells at the table's natural width, not cut to 80 columns.
+            natural = Measurement.get(console, console.options.update(width=1 << 16), table).maximum
+            Console(width=max(natural, console.width)).print(table)
 
 
 # --- journals ------------------------------------------------------------------------------------
@@ -203,7 +210,7 @@ def journals_flush(
         for info in c.list_journals(selector):
             frag = c.flush(info.spec.name)
             what = f"[{frag.begin}, {frag.end}) -> {frag.backing_store}{frag.content_path}" if frag else "nothing to flush"
-            console.print(f"{info.spec.name}: {what}")
+            console.print(f"{info.spec.name}: {what}", soft_wrap=True)
 
 
 @journals_app.command("prune")
@@ -219,7 +226,7 @@ def journals_prune(
     with _client(broker, etcd) as c:
         removed = prune_journals(c, selector, dry_run=dry_run)
     for f in removed:
-        console.print(f"{'would remove' if dry_run else 'removed'} {f.backing_store}{f.content_path}")
+        console.print(f"{'would remove' if dry_run else 'removed'} {f.backing_store}{f.content_path}", soft_wrap=True)
     console.print(f"{len(removed)} fragment(s) {'to prune' if dry_run else 'pruned'}")
 
 
@@ -314,11 +321,10 @@ def demo(
 def main() -> None:
     try:
         app()
-    except GazetteError as exc:
-        err_console.print(f"[red]error:[/red] {exc}")
-        sys.exit(1)
-    except (FileNotFoundError, PermissionError, ValueError) as exc:
-        err_console.print(f"[red]error:[/red] {exc}")
+    except (GazetteError, OSError, ValueError) as exc:
+        # One line, whatever the message holds: newlines folded, and brackets (a journal name such
+        # as "a/[/b]") shown as text rather than parsed as rich markup.
+        err_console.print(f"[red]error:[/red] {escape(' '.join(str(exc).split()))}", soft_wrap=True)
         sys.exit(1)
 
 

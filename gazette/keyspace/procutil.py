@@ -30,7 +30,7 @@ def _load_prctl() -> Callable[..., int] | None:
         return None
     for load in (lambda: "libc.so.6", lambda: ctypes.util.find_library("c")):  # the search only if needed
         try:
-            return ctypes.CDLL(load(), use_errno=True).prctl  # type: ignore[no-any-return]
+            return ctypes.CDLL(load(), use_errno=True).prctl
         except (OSError, AttributeError, TypeError):
             continue
     return None

@@ -17,6 +17,7 @@ import subprocess
 import sys
 import tempfile
 import threading
+import time
 from typing import Any
 
 from gazette.allocator.static import StaticAssigner
@@ -33,6 +34,7 @@ from gazette.protocol.spec import JournalSpec
 
 MODES = ("inprocess", "subprocess")
 BROKER_START_TIMEOUT_S = 60.0
+PAUSE_TIMEOUT_S = 10.0
 # Until replication lands (a later issue), brokers write each journal alone.
 DEFAULT_MAX_REPLICATION = 1
 # `gazette broker serve` arms PR_SET_PDEATHSIG itself when this names its parent's pid.
@@ -260,10 +262,12 @@ class LocalCluster:
         self._stop_handle(self._handle(i), graceful=False)
 
     def pause_broker(self, i: int) -> None:
+        """SIGSTOP, returning once the broker is stopped (the signal itself acts asynchronously)."""
         self._need_subprocess("pause_broker")
         proc = self._handle(i).proc
         assert proc is not None
         os.kill(proc.pid, signal.SIGSTOP)
+        _wait_stopped(proc.pid)
 
     def resume_broker(self, i: int) -> None:
         self._need_subprocess("resume_broker")
@@ -304,6 +308,22 @@ class LocalCluster:
             if frag is not None:
                 out.append(frag)
         return out
+
+
+def _wait_stopped(pid: int, timeout: float = PAUSE_TIMEOUT_S) -> None:
+    """Waits until /proc shows `pid` stopped (or gone); returns at once where there is no /proc."""
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            with open(f"/proc/{pid}/stat") as f:
+                state = f.read().rsplit(")", 1)[1].split()[0]
+        except (OSError, IndexError):
+            return
+        if state in ("T", "t", "Z", "X"):
+            return
+        if time.monotonic() > deadline:
+            raise GazetteError(0, f"process {pid} did not stop within {timeout:.0f}s of SIGSTOP (state {state})")
+        time.sleep(0.001)
 
 
 def _read_ready_line(proc: subprocess.Popen, timeout: float) -> dict | None:

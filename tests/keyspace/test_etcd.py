@@ -3,7 +3,6 @@ from __future__ import annotations
 import asyncio
 import os
 import shutil
-import socket
 import subprocess
 import sys
 import threading
@@ -38,7 +37,9 @@ def _wait_gone(pid: int) -> None:
 
 
 def _healthy(endpoint: str) -> bool:
-    with urllib.request.urlopen(endpoint + "/health", timeout=2) as resp:
+    with urllib.request.build_opener(urllib.request.ProxyHandler({})).open(
+        endpoint + "/health", timeout=2
+    ) as resp:
         return b'"health":"true"' in resp.read()
 
 
@@ -82,10 +83,11 @@ async def test_given_data_dir_is_kept_and_reusable(tmp_path: Path) -> None:
     data = tmp_path / "etcd-data"
     with EmbeddedEtcd(data_dir=str(data)) as server:
         assert server.data_dir == str(data)
+        assert server.log_path == str(tmp_path / "etcd-data.log")
         client = connect(server.endpoint)
         await client.put(b"/kept/k", b"v")
         await client.close()
-    assert (data / "member").is_dir()
+    assert (data / "member").is_dir() and (tmp_path / "etcd-data.log").is_file()
     with EmbeddedEtcd(data_dir=str(data)) as server:  # new ports, same data (as LocalCluster restarts)
         client = connect(server.endpoint)
         got = await client.get(b"/kept/k")
@@ -132,7 +134,7 @@ async def test_restart_keeps_ports_and_data(tmp_path: Path) -> None:
 async def test_pause_and_resume() -> None:
     server = EmbeddedEtcd().start()
     try:
-        client = aetcd.Client("127.0.0.1", int(server.endpoint.rsplit(":", 1)[1]), timeout=1)
+        client = connect(server.endpoint, timeout=1)
         try:
             await client.put(b"/pause/k", b"v")
             server.pause()
@@ -158,18 +160,16 @@ def test_stop_of_a_paused_etcd_is_graceful() -> None:
     _wait_gone(pid)
 
 
-def test_bind_failure_retries_on_other_ports(monkeypatch: pytest.MonkeyPatch) -> None:
-    with socket.socket() as taken:
-        taken.bind(("127.0.0.1", 0))
-        taken.listen()
-        busy = taken.getsockname()[1]
-        ports = iter([busy, procutil.free_port()])
-        real = procutil.free_port
-        monkeypatch.setattr(procutil, "free_port", lambda host="127.0.0.1": next(ports, None) or real(host))
-        with EmbeddedEtcd() as server:
-            assert not server.endpoint.endswith(f":{busy}")
-            assert _healthy(server.endpoint)
-            assert "address already in use" in Path(server.log_path).read_text()
+def test_a_port_taken_by_another_etcd_is_retried(etcd: EmbeddedEtcd, monkeypatch: pytest.MonkeyPatch) -> None:
+    # The session etcd answers /health on the "free" port handed out first: it must not pass for ours.
+    busy = int(etcd.endpoint.rsplit(":", 1)[1])
+    ports = iter([busy, procutil.free_port()])
+    real = procutil.free_port
+    monkeypatch.setattr(procutil, "free_port", lambda host="127.0.0.1": next(ports, None) or real(host))
+    with EmbeddedEtcd() as server:
+        assert server.endpoint != etcd.endpoint
+        assert _healthy(server.endpoint)
+        assert "address already in use" in Path(server.log_path).read_text()
 
 
 def test_child_survives_the_thread_that_started_it() -> None:
