@@ -227,6 +227,7 @@ class Broker:
                     self.persister,
                     spool_dir=self.spool_dir,
                     on_commit=self._on_commit,
+                    metrics=self.metrics,
                 )
                 self.replicas[journal] = replica
                 replica.start()

@@ -12,10 +12,10 @@ class BrokerMetrics:
     def __init__(self) -> None:
         self.registry = CollectorRegistry()
         r = self.registry
-        self.started = Counter(
-            "gazette_journal_server_started_totals", "RPCs started", ["operation"], registry=r
-        )
-        self.completed = Counter(
+        # Gauges only so the exposed names are the reference's exactly: prometheus_client would
+        # expose a Counter named "..._totals" as "..._totals_total". They only ever increase.
+        self.started = Gauge("gazette_journal_server_started_totals", "RPCs started", ["operation"], registry=r)
+        self.completed = Gauge(
             "gazette_journal_server_completed_totals", "RPCs completed", ["operation", "status"], registry=r
         )
         self.write_head = Gauge("gazette_write_head", "Journal write head", ["journal"], registry=r)

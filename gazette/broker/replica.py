@@ -14,6 +14,7 @@ import logging
 import time
 from collections.abc import Callable
 
+from gazette.broker.metrics import BrokerMetrics
 from gazette.fragment.content import list_fragments
 from gazette.fragment.fragment import Fragment
 from gazette.fragment.index import Index
@@ -39,6 +40,7 @@ class Replica:
         *,
         spool_dir: str | None = None,
         on_commit: Callable[[Fragment, int], None] | None = None,
+        metrics: BrokerMetrics | None = None,
     ) -> None:
         self.journal = spec.name
         self.spec = spec
@@ -48,6 +50,7 @@ class Replica:
         self.pipeline = asyncio.Lock()
         self._persister = persister
         self._on_commit_hook = on_commit
+        self._metrics = metrics
         self._tasks: list[asyncio.Task] = []
         self._refresh_now = asyncio.Event()
         # Fragments persisted by this replica since the last listing began: a listing racing a
@@ -90,6 +93,8 @@ class Replica:
             self._on_commit_hook(fragment, self.index.end_offset())
 
     def on_complete(self, completed: CompletedSpool) -> None:
+        if self._metrics is not None:
+            self._metrics.completed_spools.inc()
         if not self.spec.stores:
             return  # streaming-only journal: nothing is persisted
         self._unpersisted[completed.fragment] = None
@@ -101,6 +106,8 @@ class Replica:
         return None if self._stopped and not self.spec.stores else _PersistSpec(self.spec)
 
     def _on_persisted(self, fragment: Fragment) -> None:
+        if self._metrics is not None:
+            self._metrics.persisted.inc()
         self._unpersisted.pop(dataclasses.replace(fragment, backing_store="", mod_time=0, path_postfix=""), None)
         self._recently_persisted.append((time.time(), fragment))
         self.index.replace_remote(self._known_remote + [f for _, f in self._recently_persisted])

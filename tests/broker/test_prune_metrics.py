@@ -149,12 +149,6 @@ def test_spool_commit_metrics_count_appends(cluster: LocalCluster, client) -> No
     assert _value(after, "gazette_spool_rollbacks_total") == 0
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="gazette/broker/metrics.py: prometheus_client appends _total to Counter names, so the RPC "
-    "counters are exposed as gazette_journal_server_{started,completed}_totals_total, not the "
-    "reference's gazette_journal_server_{started,completed}_totals",
-)
 def test_rpc_counters_use_the_reference_names(cluster: LocalCluster, client) -> None:
     journal = "metrics/rpcs/one"
     client.apply_journals([cluster.journal_spec(journal)])
@@ -188,11 +182,6 @@ def test_rpc_counters_count_appends(cluster: LocalCluster, client) -> None:
     assert started_append == [appends], started
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="gazette/broker: gazette_spool_completed_total and gazette_spool_persisted_total are "
-    "declared in metrics.py but never incremented",
-)
 def test_spool_persisted_metric_counts_flushes(cluster: LocalCluster, client) -> None:
     journal = "metrics/persisted/one"
     client.apply_journals([cluster.journal_spec(journal)])
