@@ -38,12 +38,22 @@ def _delete_prefix(endpoint: str, prefix: str) -> None:
         resp.read()
 
 
-@pytest.fixture
-def etcd_root(etcd: EmbeddedEtcd) -> Iterator[str]:
+def _unique_root(etcd: EmbeddedEtcd) -> Iterator[str]:
     root = f"/gazette-test/{uuid.uuid4().hex}"
     yield root
     if etcd.pid is not None:
         _delete_prefix(etcd.endpoint, root + "/")
+
+
+@pytest.fixture
+def etcd_root(etcd: EmbeddedEtcd) -> Iterator[str]:
+    yield from _unique_root(etcd)
+
+
+@pytest.fixture(scope="module")
+def module_etcd_root(etcd: EmbeddedEtcd) -> Iterator[str]:
+    """As `etcd_root`, shared by a module's tests (for module-scoped clusters)."""
+    yield from _unique_root(etcd)
 
 
 @pytest.fixture

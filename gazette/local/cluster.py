@@ -25,10 +25,9 @@ from gazette.broker.broker import DEFAULT_ROOT, Broker
 from gazette.broker.resolver import decode_value
 from gazette.client.loop import default_loop
 from gazette.client.sync import Client
-from gazette.keyspace import procutil
 from gazette.keyspace.etcd import EmbeddedEtcd, connect
 from gazette.keyspace.keyspace import KeySpace
-from gazette.keyspace.procutil import terminate
+from gazette.keyspace.procutil import spawn, terminate
 from gazette.protocol.errors import GazetteError
 from gazette.protocol.spec import JournalSpec
 
@@ -37,8 +36,6 @@ BROKER_START_TIMEOUT_S = 60.0
 PAUSE_TIMEOUT_S = 10.0
 # Until replication lands (a later issue), brokers write each journal alone.
 DEFAULT_MAX_REPLICATION = 1
-# `gazette broker serve` arms PR_SET_PDEATHSIG itself when this names its parent's pid.
-DIE_WITH_PARENT_ENV = "GAZETTE_DIE_WITH_PARENT"
 
 
 @dataclasses.dataclass
@@ -204,22 +201,9 @@ class LocalCluster:
             "--spool-dir", spool_dir, "--log-level", self.log_level,
         ]  # fmt: skip
         with open(h.log_path, "ab") as log_file:
-            # No preexec_fn: with gRPC threads busy in this process, a Python preexec_fn (it forces
-            # fork() and runs gRPC's at-fork hooks in the child) segfaults a few % of children
-            # before exec. The broker sets its own parent-death signal (DIE_WITH_PARENT_ENV), and
-            # is forked from procutil's process-lifetime thread because that signal fires when
-            # the *forking thread* exits.
-            env = {**os.environ, DIE_WITH_PARENT_ENV: str(os.getpid())}
-            h.proc = procutil._spawner.run(
-                lambda: subprocess.Popen(
-                    cmd,
-                    stdout=subprocess.PIPE,
-                    stderr=log_file,
-                    stdin=subprocess.DEVNULL,
-                    env=env,
-                    process_group=0,
-                )
-            )
+            # procutil.spawn: no Python runs in the forked child (a preexec_fn can crash it while
+            # gRPC threads are busy), and the broker dies with this process.
+            h.proc = spawn(cmd, stdout=subprocess.PIPE, stderr=log_file, stdin=subprocess.DEVNULL)
         ready = _read_ready_line(h.proc, BROKER_START_TIMEOUT_S)
         if ready is None:
             terminate(h.proc)

@@ -162,26 +162,6 @@ def test_rpc_counters_use_the_reference_names(cluster: LocalCluster, client) -> 
     )
 
 
-def test_rpc_counters_count_appends(cluster: LocalCluster, client) -> None:
-    # The counts themselves, under whichever exposition name the counter has today (see above).
-    journal = "metrics/rpcs/two"
-    client.apply_journals([cluster.journal_spec(journal)])
-    appends = 4
-    for i in range(appends):
-        client.append(journal, b"rpc %d\n" % i)
-    samples = _samples(cluster)
-    started = {
-        n: v for (n, lbl), v in samples.items() if n.startswith("gazette_journal_server_started_totals")
-    }
-    started_append = [
-        v
-        for (n, lbl), v in samples.items()
-        if n in ("gazette_journal_server_started_totals", "gazette_journal_server_started_totals_total")
-        and dict(lbl) == {"operation": "Append"}
-    ]
-    assert started_append == [appends], started
-
-
 def test_spool_persisted_metric_counts_flushes(cluster: LocalCluster, client) -> None:
     journal = "metrics/persisted/one"
     client.apply_journals([cluster.journal_spec(journal)])

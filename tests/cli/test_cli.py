@@ -11,7 +11,6 @@ import os
 import subprocess
 import sys
 import textwrap
-import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -25,10 +24,11 @@ CLI_TIMEOUT_S = 120
 
 
 @pytest.fixture(scope="module")
-def cluster(etcd, tmp_path_factory) -> Iterator[LocalCluster]:
+def cluster(etcd, module_etcd_root, tmp_path_factory) -> Iterator[LocalCluster]:
     data = tmp_path_factory.mktemp("cli")
-    root = f"/gazette-test/{uuid.uuid4().hex}"
-    with LocalCluster(brokers=1, mode="inprocess", etcd=etcd.endpoint, root=root, data_dir=str(data)) as c:
+    with LocalCluster(
+        brokers=1, mode="inprocess", etcd=etcd.endpoint, root=module_etcd_root, data_dir=str(data)
+    ) as c:
         yield c
 
 
