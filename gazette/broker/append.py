@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING
 import grpc
 
 from gazette.broker.resolver import Resolution
-from gazette.fragment.fragment import Fragment
+from gazette.fragment.fragment import ZERO_SUM, Fragment
 from gazette.fragment.health import health_of
 from gazette.protocol import broker_pb2 as pb
 from gazette.protocol.errors import GazetteError
@@ -187,7 +187,7 @@ async def _append_locked(
         journal=replica.journal,
         begin=begin,
         end=begin + delta,
-        sum=client_sum.digest() if delta else b"\x00" * 20,
+        sum=client_sum.digest() if delta else ZERO_SUM,
         codec=spool.fragment.codec,
     )
     return _response(

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import os
 import secrets
 from collections.abc import AsyncIterator
 from typing import Any
@@ -33,6 +32,7 @@ from gazette.keyspace.etcd import connect
 from gazette.keyspace.keyspace import KeySpace
 from gazette.protocol import broker_pb2 as pb
 from gazette.protocol import broker_pb2_grpc as pb_grpc
+from gazette.protocol.endpoints import GRPC_MESSAGE_OPTIONS
 from gazette.protocol.spec import JournalSpec
 
 log = logging.getLogger(__name__)
@@ -40,7 +40,6 @@ log = logging.getLogger(__name__)
 DEFAULT_ROOT = "/gazette/cluster"
 DEFAULT_LEASE_TTL_S = 20
 DEFAULT_MAX_REPLICATION = 9
-GRPC_MAX_MESSAGE_BYTES = 8 << 20
 GRACEFUL_STOP_S = 5.0
 
 
@@ -97,11 +96,7 @@ class Broker:
         await self.persister.start()
 
         self._server = grpc.aio.server(
-            options=[
-                ("grpc.max_receive_message_length", GRPC_MAX_MESSAGE_BYTES),
-                ("grpc.max_send_message_length", GRPC_MAX_MESSAGE_BYTES),
-                ("grpc.so_reuseport", 0),
-            ]
+            options=[*GRPC_MESSAGE_OPTIONS, ("grpc.so_reuseport", 0)]
         )
         pb_grpc.add_JournalServicer_to_server(JournalService(self), self._server)
         bound = self._server.add_insecure_port(f"{self.host}:{self.port}")
@@ -226,15 +221,10 @@ class Broker:
                     create_rev,
                     self.persister,
                     spool_dir=self.spool_dir,
-                    on_commit=self._on_commit,
                     metrics=self.metrics,
                 )
                 self.replicas[journal] = replica
                 replica.start()
-
-
-    def _on_commit(self, fragment: Fragment, head: int) -> None:
-        self.metrics.write_head.labels(fragment.journal).set(head)
 
 
 class JournalService(pb_grpc.JournalServicer):
@@ -294,7 +284,3 @@ class JournalService(pb_grpc.JournalServicer):
         resp = await serve_flush(self.b, request, context)
         self._done("Flush", resp.status)
         return resp
-
-
-def default_spool_dir() -> str | None:
-    return os.environ.get("GAZETTE_SPOOL_DIR") or None

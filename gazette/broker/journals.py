@@ -37,7 +37,7 @@ def _matching(broker: Broker, selector: LabelSelector) -> list[pb.ListResponse.J
         spec: JournalSpec = kv.decoded
         if not selector.matches(journal_labels(spec.labels, spec.name)):
             continue
-        route, _ = broker.resolver.route_of(spec.name)
+        route = broker.resolver.route_of(spec.name)
         out.append(
             pb.ListResponse.Journal(
                 spec=spec.to_proto(), mod_revision=kv.mod_revision, create_revision=kv.create_revision, route=route

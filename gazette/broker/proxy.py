@@ -13,15 +13,8 @@ import grpc
 from gazette.broker.resolver import Resolution
 from gazette.protocol import broker_pb2 as pb
 from gazette.protocol import broker_pb2_grpc as pb_grpc
+from gazette.protocol.endpoints import GRPC_MESSAGE_OPTIONS, grpc_target
 from gazette.protocol.status import Status, to_pb
-
-
-def grpc_target(endpoint: str) -> str:
-    """`http://host:port` -> `host:port` (the form grpc channels take)."""
-    for scheme in ("http://", "https://"):
-        if endpoint.startswith(scheme):
-            endpoint = endpoint[len(scheme):]
-    return endpoint.rstrip("/")
 
 
 class Proxy:
@@ -31,7 +24,7 @@ class Proxy:
     def stub(self, endpoint: str) -> pb_grpc.JournalStub:
         ch = self._channels.get(endpoint)
         if ch is None:
-            ch = grpc.aio.insecure_channel(grpc_target(endpoint))
+            ch = grpc.aio.insecure_channel(grpc_target(endpoint), options=GRPC_MESSAGE_OPTIONS)
             self._channels[endpoint] = ch
         return pb_grpc.JournalStub(ch)
 

@@ -12,7 +12,6 @@ import asyncio
 import dataclasses
 import logging
 import time
-from collections.abc import Callable
 
 from gazette.broker.metrics import BrokerMetrics
 from gazette.fragment.content import list_fragments
@@ -21,7 +20,6 @@ from gazette.fragment.index import Index
 from gazette.fragment.persister import Persister
 from gazette.fragment.spool import CompletedSpool, Spool
 from gazette.fragment.spool_file import SpoolFile
-from gazette.protocol.labels import LabelSet
 from gazette.protocol.postfix import render_postfix
 from gazette.protocol.spec import JournalSpec
 from gazette.protocol.status import Status
@@ -39,7 +37,6 @@ class Replica:
         persister: Persister,
         *,
         spool_dir: str | None = None,
-        on_commit: Callable[[Fragment, int], None] | None = None,
         metrics: BrokerMetrics | None = None,
     ) -> None:
         self.journal = spec.name
@@ -49,13 +46,13 @@ class Replica:
         self.spool = Spool(spec.name, self, directory=spool_dir)
         self.pipeline = asyncio.Lock()
         self._persister = persister
-        self._on_commit_hook = on_commit
         self._metrics = metrics
         self._tasks: list[asyncio.Task] = []
         self._refresh_now = asyncio.Event()
         # Fragments persisted by this replica since the last listing began: a listing racing a
         # persist must not hide it from the index.
         self._recently_persisted: list[tuple[float, Fragment]] = []
+        self._known_remote: list[Fragment] = []  # the last listing of the stores
         self._stopped = False
         # Completed spools handed to the persister and not yet persisted (Flush waits for them too).
         self._unpersisted: dict[Fragment, None] = {}
@@ -89,8 +86,6 @@ class Replica:
     # --- SpoolObserver ---------------------------------------------------------------------------
     def on_commit(self, fragment: Fragment, file: SpoolFile) -> None:
         self.index.spool_commit(fragment, file)
-        if self._on_commit_hook is not None:
-            self._on_commit_hook(fragment, self.index.end_offset())
 
     def on_complete(self, completed: CompletedSpool) -> None:
         if self._metrics is not None:
@@ -99,11 +94,9 @@ class Replica:
             return  # streaming-only journal: nothing is persisted
         self._unpersisted[completed.fragment] = None
         self._persister.submit(
-            completed, spec_lookup=self._spec_lookup, primary=True, on_persisted=self._on_persisted
+            completed, spec_lookup=lambda _journal: _PersistSpec(self.spec), primary=True,
+            on_persisted=self._on_persisted,
         )
-
-    def _spec_lookup(self, journal: str) -> _PersistSpec | None:
-        return None if self._stopped and not self.spec.stores else _PersistSpec(self.spec)
 
     def _on_persisted(self, fragment: Fragment) -> None:
         if self._metrics is not None:
@@ -113,8 +106,6 @@ class Replica:
         self.index.replace_remote(self._known_remote + [f for _, f in self._recently_persisted])
 
     # --- refresh ---------------------------------------------------------------------------------
-    _known_remote: list[Fragment] = []
-
     async def refresh(self) -> None:
         """Lists every store of the spec once and replaces the index's remote set."""
         started = time.time()
@@ -135,8 +126,6 @@ class Replica:
             except Exception as exc:  # store down: retry; the index keeps what it had
                 log.warning("refresh of %s failed: %s", self.journal, exc)
                 wait = min(self.spec.refresh_interval, REFRESH_RETRY_S)
-                if not self.index.first_refresh_done and not self.spec.stores:
-                    self.index.replace_remote([])
             self._refresh_now.clear()
             try:
                 await asyncio.wait_for(self._refresh_now.wait(), timeout=wait)
@@ -180,5 +169,5 @@ class _PersistSpec:
             begin=completed.fragment.begin,
             end=completed.fragment.end,
             first_append_time=completed.first_append_time,
-            registers=completed.registers if isinstance(completed.registers, LabelSet) else LabelSet(),
+            registers=completed.registers,
         )

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 from gazette.keyspace import layout
 from gazette.protocol import broker_pb2 as pb
-from gazette.protocol.spec import JournalSpec
+from gazette.protocol.spec import JournalSpec, SuspendLevel
 from gazette.protocol.status import Status
 
 if TYPE_CHECKING:
@@ -86,11 +86,10 @@ class Resolver:
             ),
         )
 
-    def route_of(self, journal: str) -> tuple[pb.Route, list[pb.Route]]:
+    def route_of(self, journal: str) -> pb.Route:
         """Builds the route from assignment keys; also returns each assignment's stored Route value."""
         members: list[pb.ProcessSpec.ID] = []
         endpoints: list[str] = []
-        values: list[pb.Route] = []
         primary = -1
         for kv in self.ks.prefixed(layout.item_assign_prefix(self.root, journal)):
             key = layout.parse_assignment_key(self.root, kv.key)
@@ -99,8 +98,7 @@ class Resolver:
             members.append(pb.ProcessSpec.ID(zone=key.zone, suffix=key.suffix))
             member = self.ks.get(layout.member_key(self.root, key.zone, key.suffix))
             endpoints.append(member.decoded.process_spec.endpoint if member is not None else "")
-            values.append(kv.decoded)
-        return pb.Route(members=members, primary=primary, endpoints=endpoints), values
+        return pb.Route(members=members, primary=primary, endpoints=endpoints)
 
     def spec_of(self, journal: str) -> tuple[JournalSpec | None, int, int]:
         kv = self.ks.get(layout.item_key(self.root, journal))
@@ -131,8 +129,11 @@ class Resolver:
             await self.ks.wait_for_revision(min_etcd_revision)
 
         spec, mod_rev, create_rev = self.spec_of(journal)
-        route, _ = self.route_of(journal)
-        invalidated = self._invalidations.setdefault(journal, asyncio.Event())
+        route = self.route_of(journal)
+        invalidated = self._invalidations.get(journal)
+        if invalidated is None:
+            invalidated = self._invalidations[journal] = asyncio.Event()
+            self._last_state[journal] = self._state(journal)
 
         def done(status: Status, process_id: ProcessID | None = None) -> Resolution:
             return Resolution(
@@ -148,7 +149,7 @@ class Resolver:
 
         if spec is None:
             return done(Status.JOURNAL_NOT_FOUND)
-        if spec.suspend_level == pb.JournalSpec.Suspend.FULL:
+        if spec.suspend_level == SuspendLevel.FULL:
             return done(Status.SUSPENDED)
         if require_primary and route.primary < 0:
             return done(Status.NO_JOURNAL_PRIMARY_BROKER)
@@ -173,12 +174,14 @@ class Resolver:
     def on_keyspace_change(self) -> None:
         """Fires invalidation events of journals whose spec or assignments changed (KeySpace observer)."""
         for journal, event in list(self._invalidations.items()):
-            spec_kv = self.ks.get(layout.item_key(self.root, journal))
-            state = (
-                spec_kv.mod_revision if spec_kv else 0,
-                tuple((kv.key, kv.mod_revision) for kv in self.ks.prefixed(layout.item_assign_prefix(self.root, journal))),
-            )
-            if self._last_state.get(journal, state) != state:
+            state = self._state(journal)
+            if self._last_state[journal] != state:
                 event.set()
                 self._invalidations[journal] = asyncio.Event()
-            self._last_state[journal] = state
+                self._last_state[journal] = state
+
+    def _state(self, journal: str) -> tuple:
+        """What invalidates a resolution: the spec's and every assignment's (key, mod revision)."""
+        spec_kv = self.ks.get(layout.item_key(self.root, journal))
+        assignments = self.ks.prefixed(layout.item_assign_prefix(self.root, journal))
+        return (spec_kv.mod_revision if spec_kv else 0, tuple((kv.key, kv.mod_revision) for kv in assignments))

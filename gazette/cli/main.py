@@ -6,10 +6,7 @@ what was wrong and exit 1, never a traceback.
 
 from __future__ import annotations
 
-import ctypes
 import json
-import os
-import signal
 import sys
 import time
 from enum import StrEnum
@@ -180,8 +177,7 @@ def journals_fragments(
 ) -> None:
     """List a journal's fragments (persisted and spooled)."""
     with _client(broker, etcd) as c:
-        frags = c.list_fragments(journal, begin_mod_time=from_, end_mod_time=to, signature_ttl_s=url_ttl)
-        urls = getattr(c.aio, "last_signed_urls", {})
+        listed = c.fragments_with_urls(journal, from_, to, url_ttl)
     rows = [
         {
             "journal": f.journal,
@@ -192,9 +188,9 @@ def journals_fragments(
             "store": f.backing_store or "(spooled)",
             "mod_time": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(f.mod_time)) if f.mod_time else "",
             "path": f.content_path if f.backing_store else "",
-            "url": urls.get(f, ""),
+            "url": url,
         }
-        for f in frags
+        for f, url in listed
     ]
     _emit(rows, ["begin", "end", "codec", "store", "mod_time", "path"], output, title=journal)
 
@@ -231,19 +227,6 @@ def journals_prune(
 
 
 # --- broker ----------------------------------------------------------------------------------------
-def _die_with_parent() -> None:
-    """Under LocalCluster (which sets GAZETTE_DIE_WITH_PARENT to its pid, and cannot use a preexec_fn
-    safely): ask the kernel to SIGKILL this process when its owner dies, then make sure the owner
-    did not die before that took hold."""
-    owner = os.environ.pop("GAZETTE_DIE_WITH_PARENT", "")
-    if not owner or not sys.platform.startswith("linux"):
-        return
-    pr_set_pdeathsig = 1
-    ctypes.CDLL(None, use_errno=True).prctl(pr_set_pdeathsig, signal.SIGKILL, 0, 0, 0)
-    if os.getppid() != int(owner):
-        os._exit(1)
-
-
 @broker_app.command("serve")
 def broker_serve(
     etcd: str = typer.Option(..., "--etcd", envvar="GAZETTE_ETCD"),
@@ -262,7 +245,6 @@ def broker_serve(
     from gazette.broker.broker import Broker
     from gazette.broker.serve import run
 
-    _die_with_parent()
     run(
         Broker(
             etcd,

@@ -18,22 +18,21 @@ from google.protobuf.duration_pb2 import Duration
 from gazette.fragment.fragment import Fragment
 from gazette.protocol import broker_pb2 as pb
 from gazette.protocol import broker_pb2_grpc as pb_grpc
+from gazette.protocol.endpoints import GRPC_MESSAGE_OPTIONS, grpc_target
 from gazette.protocol.errors import GazetteError
 from gazette.protocol.labels import LabelSet
 from gazette.protocol.selector import LabelSelector
 from gazette.protocol.spec import JournalSpec, SpecChange
 from gazette.protocol.status import Status
+from gazette.protocol.validate import validate_journal_name
 
 APPEND_CHUNK_BYTES = 1 << 20
-GRPC_MAX_MESSAGE_BYTES = 8 << 20
 # Backoff of reference 3.5/3.6: 0 after EOF, then 50 ms x2, 100 ms x2, 1 s x2, then 5 s.
 RETRY_BACKOFF_S = (0.05, 0.05, 0.1, 0.1, 1.0, 1.0, 5.0)
-APPEND_RETRY_STATUSES = {
-    Status.NOT_JOURNAL_PRIMARY_BROKER,
-    Status.NO_JOURNAL_PRIMARY_BROKER,
-    Status.INSUFFICIENT_JOURNAL_BROKERS,
-}
-APPEND_MAX_ATTEMPTS = 20
+APPEND_RETRY_STATUSES = frozenset(
+    {Status.NOT_JOURNAL_PRIMARY_BROKER, Status.NO_JOURNAL_PRIMARY_BROKER, Status.INSUFFICIENT_JOURNAL_BROKERS}
+)
+MAX_RETRY_ATTEMPTS = 20
 
 
 @dataclasses.dataclass(frozen=True)
@@ -83,26 +82,13 @@ def _check(status: int, what: str, **context) -> None:
         raise GazetteError(Status(status), what, **context)
 
 
-def grpc_target(endpoint: str) -> str:
-    for scheme in ("http://", "https://"):
-        if endpoint.startswith(scheme):
-            endpoint = endpoint[len(scheme):]
-    return endpoint.rstrip("/")
-
-
 class AsyncClient:
     """Talks to one broker address; brokers proxy to the journal's primary or members as needed."""
 
     def __init__(self, broker: str = "http://127.0.0.1:8080", etcd: str | None = None) -> None:
         self.broker = broker
         self.etcd = etcd
-        self._channel = grpc.aio.insecure_channel(
-            grpc_target(broker),
-            options=[
-                ("grpc.max_receive_message_length", GRPC_MAX_MESSAGE_BYTES),
-                ("grpc.max_send_message_length", GRPC_MAX_MESSAGE_BYTES),
-            ],
-        )
+        self._channel = grpc.aio.insecure_channel(grpc_target(broker), options=GRPC_MESSAGE_OPTIONS)
         self.stub = pb_grpc.JournalStub(self._channel)
 
     async def close(self) -> None:
@@ -165,6 +151,7 @@ class AsyncClient:
         offset: int | None = None,
     ) -> AppendResult:
         """Appends `data` atomically: all of it lands contiguously, or none of it."""
+        validate_journal_name(journal, allow_meta=True)
         parts = [data] if isinstance(data, bytes | bytearray | memoryview) else list(data)
         first = pb.AppendRequest(journal=journal, offset=offset or 0)
         if check_registers is not None:
@@ -183,31 +170,18 @@ class AsyncClient:
                     yield pb.AppendRequest(content=bytes(view[i : i + APPEND_CHUNK_BYTES]))
             yield pb.AppendRequest()  # the empty message commits; half-close follows
 
-        attempt = 0
-        while True:
-            try:
-                resp = await self.stub.Append(requests())
-            except grpc.aio.AioRpcError as exc:
-                if exc.code() == grpc.StatusCode.UNAVAILABLE and attempt < APPEND_MAX_ATTEMPTS:
-                    await asyncio.sleep(_backoff(attempt))
-                    attempt += 1
-                    continue
-                raise _from_rpc_error(exc) from exc
-            status = Status(resp.status)
-            if status in APPEND_RETRY_STATUSES and attempt < APPEND_MAX_ATTEMPTS:
-                await asyncio.sleep(_backoff(attempt))
-                attempt += 1
-                continue
-            registers = LabelSet.from_proto(resp.registers)
-            if status != Status.OK:
-                raise GazetteError(
-                    status,
-                    _append_message(status, journal, resp),
-                    registers=registers,
-                    store_health_error=resp.store_health_error,
-                )
-            c = resp.commit
-            return AppendResult(journal, c.begin, c.end, Fragment.from_proto(c).sha1, registers)
+        resp = await self._call(lambda: self.stub.Append(requests()), retry_statuses=APPEND_RETRY_STATUSES)
+        status = Status(resp.status)
+        registers = LabelSet.from_proto(resp.registers)
+        if status != Status.OK:
+            raise GazetteError(
+                status,
+                _append_message(status, journal, resp),
+                registers=registers,
+                store_health_error=resp.store_health_error,
+            )
+        c = resp.commit
+        return AppendResult(journal, c.begin, c.end, Fragment.from_proto(c).sha1, registers)
 
     # --- read ------------------------------------------------------------------------------------
     async def read(
@@ -220,6 +194,7 @@ class AsyncClient:
         begin_mod_time: int = 0,
     ) -> AsyncIterator[ReadChunk]:
         """Yields committed content from `offset`; non-blocking reads stop at the write head."""
+        validate_journal_name(journal, allow_meta=True)
         attempt = 0
         write_head = 0
         fragment: Fragment | None = None
@@ -251,7 +226,7 @@ class AsyncClient:
                         break  # transient: retry below
                     raise GazetteError(status, f"read of {journal} at offset {offset} failed")
             except grpc.aio.AioRpcError as exc:
-                if exc.code() != grpc.StatusCode.UNAVAILABLE or attempt >= APPEND_MAX_ATTEMPTS:
+                if exc.code() != grpc.StatusCode.UNAVAILABLE or attempt >= MAX_RETRY_ATTEMPTS:
                     raise _from_rpc_error(exc) from exc
             finally:
                 call.cancel()
@@ -266,6 +241,7 @@ class AsyncClient:
 
     async def read_head(self, journal: str) -> int:
         """The journal's current write head (a metadata-only read at offset -1)."""
+        validate_journal_name(journal, allow_meta=True)
         async for resp in self.stub.Read(pb.ReadRequest(journal=journal, offset=-1, metadata_only=True)):
             if resp.status not in (Status.OK, Status.OFFSET_NOT_YET_AVAILABLE):
                 raise GazetteError(Status(resp.status), f"reading the write head of {journal} failed")
@@ -279,10 +255,16 @@ class AsyncClient:
         *,
         begin_mod_time: int = 0,
         end_mod_time: int = 0,
-        signature_ttl_s: float = 0.0,
     ) -> list[Fragment]:
-        out: list[Fragment] = []
-        self.last_signed_urls: dict[Fragment, str] = {}
+        """The journal's fragments (its index's CoverSet): persisted ones and those still spooled."""
+        return [f for f, _ in await self.fragments_with_urls(journal, begin_mod_time, end_mod_time)]
+
+    async def fragments_with_urls(
+        self, journal: str, begin_mod_time: int = 0, end_mod_time: int = 0, signature_ttl_s: float = 0.0
+    ) -> list[tuple[Fragment, str]]:
+        """As `list_fragments`, each with a signed GET URL valid `signature_ttl_s` ("" if unpersisted)."""
+        validate_journal_name(journal)
+        out: list[tuple[Fragment, str]] = []
         token = 0
         while True:
             req = pb.FragmentsRequest(
@@ -292,32 +274,35 @@ class AsyncClient:
                 req.signature_ttl.CopyFrom(Duration(seconds=int(signature_ttl_s)))
             resp = await self._unary(self.stub.ListFragments, req)
             _check(resp.status, f"listing fragments of {journal} failed")
-            for f in resp.fragments:
-                frag = Fragment.from_proto(f.spec)
-                out.append(frag)
-                if f.signed_url:
-                    self.last_signed_urls[frag] = f.signed_url
+            out.extend((Fragment.from_proto(f.spec), f.signed_url) for f in resp.fragments)
             token = resp.next_page_token
             if not token:
                 return out
 
     async def flush(self, journal: str) -> Fragment | None:
         """Rolls the journal's spool and returns once it is persisted (None: nothing to persist)."""
+        validate_journal_name(journal)
         resp = await self._unary(self.stub.Flush, pb.FlushRequest(journal=journal))
         _check(resp.status, f"flush of {journal} failed: {resp.store_error}".rstrip(": "))
         return Fragment.from_proto(resp.fragment) if resp.HasField("fragment") else None
 
     async def _unary(self, method, req):
+        return await self._call(lambda: method(req))
+
+    async def _call(self, make_call, retry_statuses: frozenset[Status] = frozenset()):
+        """Runs an RPC (made anew per attempt), retrying gRPC UNAVAILABLE and `retry_statuses`."""
         attempt = 0
         while True:
             try:
-                return await method(req)
+                resp = await make_call()
             except grpc.aio.AioRpcError as exc:
-                if exc.code() == grpc.StatusCode.UNAVAILABLE and attempt < APPEND_MAX_ATTEMPTS:
-                    await asyncio.sleep(_backoff(attempt))
-                    attempt += 1
-                    continue
-                raise _from_rpc_error(exc) from exc
+                if exc.code() != grpc.StatusCode.UNAVAILABLE or attempt >= MAX_RETRY_ATTEMPTS:
+                    raise _from_rpc_error(exc) from exc
+            else:
+                if resp.status not in retry_statuses or attempt >= MAX_RETRY_ATTEMPTS:
+                    return resp
+            await asyncio.sleep(_backoff(attempt))
+            attempt += 1
 
 
 def _append_message(status: Status, journal: str, resp: pb.AppendResponse) -> str:

@@ -79,14 +79,15 @@ class Client:
     def read_head(self, journal: str) -> int:
         return self._loop.run(self.aio.read_head(journal))
 
-    def list_fragments(
-        self, journal: str, *, begin_mod_time: int = 0, end_mod_time: int = 0, signature_ttl_s: float = 0.0
-    ) -> list[Fragment]:
+    def list_fragments(self, journal: str, *, begin_mod_time: int = 0, end_mod_time: int = 0) -> list[Fragment]:
         return self._loop.run(
-            self.aio.list_fragments(
-                journal, begin_mod_time=begin_mod_time, end_mod_time=end_mod_time, signature_ttl_s=signature_ttl_s
-            )
+            self.aio.list_fragments(journal, begin_mod_time=begin_mod_time, end_mod_time=end_mod_time)
         )
+
+    def fragments_with_urls(
+        self, journal: str, begin_mod_time: int = 0, end_mod_time: int = 0, signature_ttl_s: float = 0.0
+    ) -> list[tuple[Fragment, str]]:
+        return self._loop.run(self.aio.fragments_with_urls(journal, begin_mod_time, end_mod_time, signature_ttl_s))
 
     def flush(self, journal: str) -> Fragment | None:
         return self._loop.run(self.aio.flush(journal))

@@ -258,3 +258,7 @@ def test_list_fragments_paging_and_spooled(cluster, client):
     assert spooled and spooled[-1].end == 12 * 1100 + 10
     persisted_only = client.list_fragments(J, end_mod_time=2**40)
     assert all(f.backing_store for f in persisted_only)
+    urls = client.fragments_with_urls(J, signature_ttl_s=60)
+    assert [f for f, _ in urls] == client.list_fragments(J)
+    for frag, url in urls:  # persisted fragments are signed (a file:// URL here); spooled ones are not
+        assert url == (f"{cluster.store}{frag.content_path}" if frag.backing_store else ""), (frag, url)

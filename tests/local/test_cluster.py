@@ -23,7 +23,6 @@ from pathlib import Path
 import grpc
 import pytest
 
-from gazette.client.aio import grpc_target
 from gazette.fragment.codecs import decompress
 from gazette.fragment.fragment import Fragment
 from gazette.fragment.stores import get_store
@@ -31,6 +30,7 @@ from gazette.keyspace import layout
 from gazette.local.cluster import LocalCluster
 from gazette.protocol import broker_pb2 as pb
 from gazette.protocol import broker_pb2_grpc as pb_grpc
+from gazette.protocol.endpoints import grpc_target
 from gazette.protocol.errors import GazetteError
 from gazette.protocol.status import Status
 
