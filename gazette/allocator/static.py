@@ -32,13 +32,17 @@ class StaticAssigner:
         self._task = asyncio.create_task(self._loop(), name="static assigner")
 
     async def stop(self) -> None:
-        if self._task is not None:
-            self._task.cancel()
-            try:
-                await self._task
-            except (asyncio.CancelledError, Exception):
-                pass
-            self._task = None
+        task, self._task = self._task, None
+        if task is None:
+            return
+        task.cancel()
+        try:
+            await task
+        except asyncio.CancelledError:
+            # Our own cancellation of `task` ends here; a cancellation of the caller propagates.
+            current = asyncio.current_task()
+            if current is not None and current.cancelling():
+                raise
 
     async def _loop(self) -> None:
         while True:

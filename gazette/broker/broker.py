@@ -34,6 +34,7 @@ from gazette.protocol import broker_pb2 as pb
 from gazette.protocol import broker_pb2_grpc as pb_grpc
 from gazette.protocol.endpoints import GRPC_MESSAGE_OPTIONS
 from gazette.protocol.spec import JournalSpec
+from gazette.protocol.validate import validate_suffix, validate_zone
 
 log = logging.getLogger(__name__)
 
@@ -64,6 +65,8 @@ class Broker:
         self.root = root.rstrip("/")
         self.zone = zone
         self.suffix = suffix or f"broker-{secrets.token_hex(4)}"
+        validate_zone(self.zone)
+        validate_suffix(self.suffix)
         self.host = host
         self.port = port
         self.metrics_port = metrics_port

@@ -179,6 +179,10 @@ class Resolver:
                 event.set()
                 self._invalidations[journal] = asyncio.Event()
                 self._last_state[journal] = state
+            if state == (0, ()):
+                # Neither spec nor assignments: forget it, so names resolved once (and typos) do
+                # not cost a scan on every batch. A later resolve starts afresh.
+                del self._invalidations[journal], self._last_state[journal]
 
     def _state(self, journal: str) -> tuple:
         """What invalidates a resolution: the spec's and every assignment's (key, mod revision)."""

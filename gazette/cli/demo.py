@@ -147,7 +147,6 @@ def run_demo(*, small: bool, keep: bool, data_dir: str, console: Console) -> boo
             timing.add_row(name, f"{secs:.2f}")
         console.print(timing)
         console.print(f"persisted fragments: {n_frags} (flush wrote {len(persisted)}) under {store}")
-        console.print("notebooks: `make lab`, then open notebooks/ (01-quickstart arrives with the notebook issue)")
         if keep:
             console.print(
                 f"cluster left up: GAZETTE_BROKER={cluster.broker_endpoints[0]} gazette journals list; Ctrl-C stops it"

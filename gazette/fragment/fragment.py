@@ -9,52 +9,14 @@ from __future__ import annotations
 import dataclasses
 import re
 import struct
-from enum import IntEnum
 
 from gazette.protocol import broker_pb2 as pb
+from gazette.protocol.codec import Codec
 from gazette.protocol.errors import ValidationError
 
 ZERO_SUM = b"\x00" * 20
 
 
-class Codec(IntEnum):
-    NONE = 1
-    GZIP = 2
-    ZSTANDARD = 3
-    SNAPPY = 4
-    GZIP_OFFLOAD_DECOMPRESSION = 5
-
-    @property
-    def ext(self) -> str:
-        return _EXT_OF[self]
-
-    @classmethod
-    def parse(cls, value: str | int | Codec) -> Codec:
-        """Accepts a Codec, its number, or a name such as "snappy", "zstd", "GZIP"."""
-        if isinstance(value, Codec):
-            return value
-        if isinstance(value, int):
-            try:
-                return cls(value)
-            except ValueError:
-                raise ValidationError(f"compression codec {value} is not valid (expected 1..5)") from None
-        key = value.strip().lower().replace("-", "_")
-        try:
-            return _CODEC_NAMES[key]
-        except KeyError:
-            raise ValidationError(
-                f'compression codec "{value}" is not known (expected one of none, gzip, zstandard, '
-                "snappy, gzip_offload_decompression)"
-            ) from None
-
-
-_EXT_OF = {
-    Codec.NONE: ".raw",
-    Codec.GZIP: ".gz",
-    Codec.ZSTANDARD: ".zst",
-    Codec.SNAPPY: ".sz",
-    Codec.GZIP_OFFLOAD_DECOMPRESSION: "",
-}
 _CODEC_OF_EXT = {
     ".raw": Codec.NONE,
     ".gz": Codec.GZIP,
@@ -65,17 +27,6 @@ _CODEC_OF_EXT = {
     ".snappy": Codec.SNAPPY,
     "": Codec.GZIP_OFFLOAD_DECOMPRESSION,
     ".gzod": Codec.GZIP_OFFLOAD_DECOMPRESSION,
-}
-_CODEC_NAMES = {
-    "none": Codec.NONE,
-    "raw": Codec.NONE,
-    "gzip": Codec.GZIP,
-    "gz": Codec.GZIP,
-    "zstandard": Codec.ZSTANDARD,
-    "zstd": Codec.ZSTANDARD,
-    "snappy": Codec.SNAPPY,
-    "gzip_offload_decompression": Codec.GZIP_OFFLOAD_DECOMPRESSION,
-    "gzip_offload": Codec.GZIP_OFFLOAD_DECOMPRESSION,
 }
 _NAME_RE = re.compile(r"^([0-9a-fA-F]{16})-([0-9a-fA-F]{16})-([0-9a-fA-F]{40})(\.[A-Za-z0-9]+)?$")
 

@@ -17,8 +17,6 @@ import tempfile
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
 from typing import Any
@@ -94,32 +92,6 @@ def _is_loopback(host: str) -> bool:
         return ipaddress.ip_address(host).is_loopback
     except ValueError:
         return False
-
-
-@dataclass(frozen=True)
-class TxnResult:
-    succeeded: bool
-    revision: int  # the response header's: the transaction's own revision when it wrote anything
-    responses: list[Any]  # the raw ResponseOps of the branch that ran
-
-
-async def transaction(
-    client: aetcd.Client, compare: Sequence[Any], success: Sequence[Any] = (), failure: Sequence[Any] = ()
-) -> TxnResult:
-    """`client.transaction`, but keeping the header revision, which a caller passes to
-    `KeySpace.wait_for_revision` to observe its own write (aetcd's own method drops the header)."""
-    await client.connect()
-    request = aetcd.rpc.TxnRequest(
-        compare=[c.build_message() for c in compare],
-        success=client._ops_to_requests(list(success)),
-        failure=client._ops_to_requests(list(failure)),
-    )
-    try:
-        response = await client.kvstub.Txn(request, timeout=client._timeout, metadata=client.metadata)
-    except aetcd.rpc.AioRpcError as exc:
-        aetcd.exceptions._handle_exception(exc)  # raises the aetcd.ClientError of the status
-        raise
-    return TxnResult(response.succeeded, response.header.revision, list(response.responses))
 
 
 class EmbeddedEtcd:

@@ -36,10 +36,9 @@ _PUT = rpc.Event.EventType.Value("PUT")
 
 @dataclass(slots=True)
 class KeyValue:
-    """One mirrored key: its raw value, the value as decoded, and etcd's revisions and lease."""
+    """One mirrored key: its value as decoded, and etcd's revisions and lease."""
 
     key: str
-    raw: bytes
     decoded: Any
     create_revision: int
     mod_revision: int
@@ -217,7 +216,7 @@ class KeySpace:
         except Exception as exc:
             log.warning('key space %s: skipping key "%s": its value does not decode: %s', self.root, key, exc)
             return None
-        return KeyValue(key, raw_kv.value, decoded, raw_kv.create_revision, raw_kv.mod_revision, raw_kv.lease)
+        return KeyValue(key, decoded, raw_kv.create_revision, raw_kv.mod_revision, raw_kv.lease)
 
     def _decode_key(self, raw_key: bytes) -> str | None:
         try:

@@ -8,8 +8,6 @@ or notebook never leaves an etcd or broker running.
 from __future__ import annotations
 
 import concurrent.futures
-import ctypes
-import ctypes.util
 import os
 import queue
 import signal
@@ -19,38 +17,6 @@ import sys
 import threading
 from collections.abc import Callable, Sequence
 from typing import Any
-
-_PR_SET_PDEATHSIG = 1
-
-
-# Resolved in the parent: a preexec_fn runs between fork and exec, where loading a library (and
-# the locks that takes) is not safe.
-def _load_prctl() -> Callable[..., int] | None:
-    if not sys.platform.startswith("linux"):
-        return None
-    for load in (lambda: "libc.so.6", lambda: ctypes.util.find_library("c")):  # the search only if needed
-        try:
-            return ctypes.CDLL(load(), use_errno=True).prctl
-        except (OSError, AttributeError, TypeError):
-            continue
-    return None
-
-
-_prctl = _load_prctl()
-
-
-def child_preexec() -> None:
-    """A `preexec_fn`: puts the child in its own process group and, on Linux, asks the kernel to
-    SIGKILL it when its parent dies.
-
-    The kernel ties PR_SET_PDEATHSIG to the *thread* that forked the child, and a Python preexec_fn
-    runs Python (gRPC's at-fork hooks included) in the forked child, which can crash it while gRPC
-    threads are busy. `spawn` avoids both; prefer it.
-    """
-    os.setpgrp()
-    if _prctl is not None:
-        _prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
-
 
 # Runs in a fresh interpreter (no Python runs between fork and exec): set the parent-death signal,
 # make sure the owner did not die before it took effect, then become the real program.
@@ -118,7 +84,7 @@ def spawn(args: Sequence[str], **popen_kwargs: Any) -> subprocess.Popen[Any]:
         if taken in popen_kwargs:
             raise ValueError(f"spawn sets {taken} itself")
     argv = list(args)
-    if _prctl is not None:
+    if sys.platform.startswith("linux"):
         argv = [sys.executable, "-I", "-S", "-c", _TRAMPOLINE, str(os.getpid()), *argv]
     return _spawner.run(lambda: subprocess.Popen(argv, process_group=0, **popen_kwargs))
 

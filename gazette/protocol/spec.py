@@ -18,8 +18,8 @@ from typing import TYPE_CHECKING, Any
 import yaml
 from google.protobuf import duration_pb2
 
-from gazette.fragment.fragment import Codec
 from gazette.protocol import broker_pb2 as pb
+from gazette.protocol.codec import Codec
 from gazette.protocol.durations import NS_PER_S, format_duration, parse_duration
 from gazette.protocol.errors import ValidationError
 from gazette.protocol.labels import LabelSet
@@ -262,7 +262,6 @@ class JournalSpec:
         lo, hi = FRAGMENT_LENGTH_BYTES
         if not lo <= self.fragment_length <= hi:
             raise ValidationError(f"fragment_length {self.fragment_length} is out of range (expected {lo}..{hi})")
-        Codec.parse(self.compression)
         for i, store in enumerate(self.stores):
             validate_store_url(store, what=f"stores[{i}]")
         if (
@@ -285,10 +284,8 @@ class JournalSpec:
                 f"(expected 0 or >= {format_duration(MIN_FLUSH_INTERVAL_S)})"
             )
         validate_postfix_template(self.path_postfix_template, journal=self.name)
-        JournalFlag.parse(self.flags)
         if self.max_append_rate < 0:
             raise ValidationError(f"max_append_rate {self.max_append_rate} is negative (expected >= 0; 0 = unlimited)")
-        SuspendLevel.parse(self.suspend_level)
         if self.suspend_offset < 0:
             raise ValidationError(f"suspend_offset {self.suspend_offset} is negative")
 

@@ -99,10 +99,10 @@ def test_registers_check_union_subtract(cluster, client):
 
 def test_register_update_needs_bytes(cluster, client):
     _apply(cluster, client)
-    with pytest.raises(GazetteError):
+    with pytest.raises(GazetteError, match="register modification requires a non-empty append"):
         client.append(J, b"", union_registers={"author": "x"})
     res = client.append(J, b"")
-    assert (res.begin, res.end) == (0, 0) and not res.registers
+    assert (res.begin, res.end) == (0, 0) and not res.registers  # the refused update left none
 
 
 def _raw_stub(cluster):

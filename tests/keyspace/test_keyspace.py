@@ -11,7 +11,7 @@ import pytest
 
 from gazette.keyspace import keyspace as keyspace_mod
 from gazette.keyspace import procutil
-from gazette.keyspace.etcd import EmbeddedEtcd, connect, transaction
+from gazette.keyspace.etcd import EmbeddedEtcd, connect
 from gazette.keyspace.keyspace import KeySpace
 
 WAIT_S = 10.0
@@ -49,7 +49,7 @@ async def test_load_mirrors_only_the_root(ks: KeySpace, etcd_client: aetcd.Clien
             f"{etcd_root}/c",
         ]
         kv = ks.get(f"{etcd_root}/c")
-        assert kv is not None and kv.decoded == {"n": 3} and kv.raw == b'{"n": 3}'
+        assert kv is not None and kv.decoded == {"n": 3}
         assert kv.mod_revision == kv.create_revision == last and kv.lease == 0
         assert ks.get(f"{etcd_root}-sibling/z") is None
         assert ks.prefixed(f"{etcd_root}/a") == [ks.get(f"{etcd_root}/a/x")]
@@ -104,11 +104,10 @@ async def test_header_revision_rule(ks: KeySpace, etcd_client: aetcd.Client, etc
         with pytest.raises(asyncio.TimeoutError):
             await ks.wait_for_revision(elsewhere, timeout=0.3)
         assert ks.revision == rev
-        # A delete counts with its own revision, so a waiter on a delete transaction is released.
-        tx = etcd_client.transactions
-        result = await transaction(etcd_client, [], [tx.delete(f"{etcd_root}/a".encode())])
-        await ks.wait_for_revision(result.revision, timeout=WAIT_S)
-        assert ks.revision == result.revision > elsewhere
+        # A delete counts with its own revision, so a waiter on a delete is released.
+        deleted_at = (await etcd_client.delete(f"{etcd_root}/a".encode())).header.revision
+        await ks.wait_for_revision(deleted_at, timeout=WAIT_S)
+        assert ks.revision == deleted_at > elsewhere
         assert ks.get(f"{etcd_root}/a") is None
     finally:
         await etcd_client.delete_prefix(f"{etcd_root}-elsewhere/".encode())
@@ -255,7 +254,7 @@ async def until_reconnected(call: Callable[[], Awaitable[int]]) -> int:
             await asyncio.sleep(0.05)
 
 
-async def test_watch_resumes_after_etcd_restart_and_pause() -> None:
+async def test_watch_resumes_after_etcd_restart() -> None:
     server = EmbeddedEtcd().start()
     client = connect(server.endpoint)
     ks = KeySpace(client, "/restart", decode_json, watch_apply_delay_s=0.0)
@@ -268,13 +267,6 @@ async def test_watch_resumes_after_etcd_restart_and_pause() -> None:
         rev = await put(client, "/restart/c", 3)
         await ks.wait_for_revision(rev, timeout=WAIT_S)
         assert snapshot(ks, "/restart/") == {"/restart/b": 2, "/restart/c": 3}
-
-        server.pause()
-        await asyncio.sleep(0.3)
-        server.resume()
-        rev = await put(client, "/restart/d", 4)
-        await ks.wait_for_revision(rev, timeout=WAIT_S)
-        assert len(ks) == 3
     finally:
         await ks.stop()
         await client.close()

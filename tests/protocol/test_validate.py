@@ -148,27 +148,22 @@ def test_label_value_error_names_the_label() -> None:
         validate_label_value("a b", name="topic")
 
 
-def test_zone_suffix_shard_id() -> None:
-    validate_zone("z")
-    validate_zone("us-east-1a")
-    validate_zone("z" * 32)
-    for bad, message in [("", "too short (1..32"), ("z" * 33, "too long"), ("a=b", "'='")]:
-        with pytest.raises(ValidationError, match="zone") as exc:
-            validate_zone(bad)
-        assert message in str(exc.value)
+TOKEN_RULES = [
+    (validate_zone, "zone", ["z", "us-east-1a", "z" * 32], [("", "too short (1..32"), ("z" * 33, "too long"), ("a=b", "'='")]),
+    (validate_suffix, "process suffix", ["broker-1", "x" * 128],
+     [("abc", "too short (4..128"), ("x" * 129, "too long"), ("ab%cd", "'%'")]),
+    (validate_shard_id, "shard id", ["count-000", "x" * 512],
+     [("abc", "too short (4..512"), ("x" * 513, "too long"), ("ab=cd", "'='")]),
+]
 
-    validate_suffix("broker-1")
-    validate_suffix("x" * 128)
-    for bad, message in [("abc", "too short (4..128"), ("x" * 129, "too long"), ("ab%cd", "'%'")]:
-        with pytest.raises(ValidationError, match="process suffix") as exc:
-            validate_suffix(bad)
-        assert message in str(exc.value)
 
-    validate_shard_id("count-000")
-    validate_shard_id("x" * 512)
-    for bad, message in [("abc", "too short (4..512"), ("x" * 513, "too long"), ("ab=cd", "'='")]:
-        with pytest.raises(ValidationError, match="shard id") as exc:
-            validate_shard_id(bad)
+@pytest.mark.parametrize("check, what, good, bad", TOKEN_RULES, ids=[r[1] for r in TOKEN_RULES])
+def test_zone_suffix_shard_id(check, what, good, bad) -> None:
+    for value in good:
+        check(value)
+    for value, message in bad:
+        with pytest.raises(ValidationError, match=what) as exc:
+            check(value)
         assert message in str(exc.value)
 
 
