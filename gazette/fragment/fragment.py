@@ -51,6 +51,11 @@ class Fragment:
         return self.sum.hex()
 
     @property
+    def store_url(self) -> str:
+        """API.md's name for `backing_store`: the store URL it is persisted in ("" while only spooled)."""
+        return self.backing_store
+
+    @property
     def content_name(self) -> str:
         return f"{self.begin:016x}-{self.end:016x}-{self.sum.hex()}{self.codec.ext}"
 

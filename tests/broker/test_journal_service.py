@@ -45,7 +45,8 @@ def test_round_trip_through_graceful_restart(cluster, client, codec):
     cluster.restart_broker(0)
     assert client.read_all(J) == bytes(expected)
     frags = client.list_fragments(J)
-    assert frags and all(f.backing_store == cluster.store for f in frags)
+    assert frags and all(f.backing_store == f.store_url == cluster.store for f in frags)
+    assert all(f.sha1 == f.sum.hex() and len(f.sha1) == 40 for f in frags)
     assert frags[0].begin == 0 and frags[-1].end == len(expected)
     ext = {"none": ".raw", "gzip": ".gz", "zstandard": ".zst", "snappy": ".sz"}[codec]
     store_dir = cluster.store[len("file://") :]
