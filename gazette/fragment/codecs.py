@@ -45,19 +45,9 @@ def compress_stream(codec: Codec, chunks: Iterable[bytes]) -> Iterator[bytes]:
     elif codec == Codec.GZIP:
         yield from _gzip_members(chunks)
     elif codec == Codec.GZIP_OFFLOAD_DECOMPRESSION:
-        z = zlib.compressobj(GZIP_LEVEL, zlib.DEFLATED, _GZIP_WBITS)
-        for chunk in chunks:
-            out = z.compress(chunk)
-            if out:
-                yield out
-        yield z.flush()
+        yield from _drain(zlib.compressobj(GZIP_LEVEL, zlib.DEFLATED, _GZIP_WBITS), chunks)
     elif codec == Codec.ZSTANDARD:
-        zc = zstandard.ZstdCompressor(level=ZSTD_LEVEL).compressobj()
-        for chunk in chunks:
-            out = zc.compress(chunk)
-            if out:
-                yield out
-        yield zc.flush()
+        yield from _drain(zstandard.ZstdCompressor(level=ZSTD_LEVEL).compressobj(), chunks)
     elif codec == Codec.SNAPPY:
         sc = cramjam.snappy.Compressor()
         for chunk in chunks:
@@ -71,6 +61,15 @@ def compress_stream(codec: Codec, chunks: Iterable[bytes]) -> Iterator[bytes]:
             yield tail
     else:  # pragma: no cover - Codec.parse admits only the members above
         raise CodecError(f"codec {codec!r} has no encoder")
+
+
+def _drain(compressor: Any, chunks: Iterable[bytes]) -> Iterator[bytes]:
+    """Feeds every chunk to a zlib or zstandard compressobj, then flushes it (one stream or frame)."""
+    for chunk in chunks:
+        out = compressor.compress(chunk)
+        if out:
+            yield out
+    yield compressor.flush()
 
 
 def _gzip_members(chunks: Iterable[bytes]) -> Iterator[bytes]:
@@ -221,7 +220,7 @@ class _SnappyFramed(_Decoder):
                 out = b""
             else:
                 try:
-                    out = bytes(cramjam.snappy.decompress(_SNAPPY_STREAM_ID + b"".join(pieces)))
+                    out = bytes(cramjam.snappy.decompress(b"".join((_SNAPPY_STREAM_ID, *pieces))))
                 except Exception as e:  # cramjam raises its own DecompressionError
                     raise CodecError(f"snappy framed data is corrupt: {e}") from e
         finally:

@@ -16,7 +16,7 @@ from collections.abc import Callable, Iterator
 
 from gazette.fragment.codecs import CodecError, Decompressor, compress_stream
 from gazette.fragment.fragment import ZERO_SUM, Codec, Fragment, parse_content_path
-from gazette.fragment.stores import get_store
+from gazette.fragment.stores import ObjectNotFoundError, get_store
 from gazette.protocol.errors import GazetteError, ValidationError
 from gazette.protocol.status import Status
 
@@ -72,17 +72,18 @@ def persist_blocking(
     postfix: str,
 ) -> Fragment:
     """`persist` for callers already on a worker thread (the Persister runs it on its own pool)."""
-    fragment = dataclasses.replace(
-        completed_fragment, backing_store=store_url, path_postfix=postfix, mod_time=0
-    )
+    fragment = dataclasses.replace(completed_fragment, backing_store=store_url, path_postfix=postfix)
     return dataclasses.replace(fragment, mod_time=_upload(fragment, file_reader))
 
 
 def _upload(fragment: Fragment, file_reader: Callable[[], Iterator[bytes]]) -> int:
+    """Uploads `fragment` (its backing_store and path_postfix set) unless present; its mod_time."""
     store = get_store(fragment.backing_store)
     path = fragment.content_path
-    if store.exists(path):
+    try:
         return store.mod_time(path)  # content-addressed: whoever uploaded it, it is this content
+    except ObjectNotFoundError:
+        pass  # one lookup (one HEAD on S3) answers both "is it there" and "since when"
     sha1 = hashlib.sha1()
     length = 0
 

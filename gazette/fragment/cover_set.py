@@ -84,11 +84,6 @@ class CoverSet:
     def end_offset(self) -> int:
         return self._fragments[-1].end if self._fragments else 0
 
-    def copy(self) -> CoverSet:
-        out = CoverSet()
-        out._fragments = list(self._fragments)
-        return out
-
     def __iter__(self) -> Iterator[Fragment]:
         return iter(self._fragments)
 

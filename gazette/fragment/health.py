@@ -43,7 +43,6 @@ class StoreHealth:
         self.healthy = False
         self.error: str | None = None
         self.checks = 0  # completed checks
-        self.checked_at = 0.0  # unix seconds of the last completed check
         self._task: asyncio.Task[None] | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
         self._lock: asyncio.Lock | None = None
@@ -70,7 +69,6 @@ class StoreHealth:
                     log.info("fragment store %s is healthy again", self.url)
                 self.healthy, self.error = True, None
             self.checks += 1
-            self.checked_at = time.time()
             assert self._checked is not None
             self._checked.set()
             self._checked = asyncio.Event()

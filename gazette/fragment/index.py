@@ -46,12 +46,17 @@ class Index:
     # --- updates ----------------------------------------------------------------------------------
 
     def spool_commit(self, fragment: Fragment, file: SpoolFile) -> None:
-        """Adds a committed local spool fragment and wakes waiters."""
+        """Adds a committed local spool fragment and wakes waiters.
+
+        A spool's commits share its begin and only grow, and spools follow one another (begins never
+        go back): so the only local fragment a commit can replace is its spool's previous commit.
+        """
         self._set.add(fragment)
+        previous = self._local_at(fragment.begin)
         if self._local.add(fragment):
             self._files[fragment] = file
-            if len(self._files) > len(self._local):
-                self._prune_files()  # the spool's previous, smaller commit was replaced
+            if previous is not None and previous != fragment:
+                self._files.pop(previous, None)  # the spool's previous, smaller commit was replaced
         self._wake()
 
     def replace_remote(self, fragments: Iterable[Fragment]) -> None:
@@ -65,6 +70,11 @@ class Index:
         self._prune_files()
         self._wake()
         self._first_refresh.set()
+
+    def _local_at(self, begin: int) -> Fragment | None:
+        """The local fragment beginning at `begin`, if any (no two share a begin)."""
+        i, found = self._local.longest_overlapping(begin)
+        return self._local[i] if found and self._local[i].begin == begin else None
 
     def _prune_files(self) -> None:
         self._files = {f: self._files[f] for f in self._local if f in self._files}

@@ -91,7 +91,6 @@ class Persister:
         retry_s: float = 5.0,
         drain_timeout_s: float = DRAIN_TIMEOUT_S,
     ) -> None:
-        self.max_concurrency = max_concurrency
         self.replica_delay_s = replica_delay_s
         self.retry_s = retry_s
         self.drain_timeout_s = drain_timeout_s
@@ -99,8 +98,7 @@ class Persister:
         self._recent: collections.OrderedDict[_Key, Fragment] = collections.OrderedDict()
         self._executor = concurrent.futures.ThreadPoolExecutor(
             max_concurrency, thread_name_prefix="gazette-persist"
-        )
-        self._sem = asyncio.Semaphore(max_concurrency)
+        )  # its `max_concurrency` threads bound the uploads running at once
         self._wake = asyncio.Event()
         self._idle = asyncio.Event()
         self._idle.set()
@@ -232,34 +230,33 @@ class Persister:
     async def _attempt(self, item: _Pending) -> None:
         fragment = item.completed.fragment
         try:
-            async with self._sem:
-                spec = item.spec_lookup(fragment.journal)
-                if spec is None:
-                    log.info(
-                        "journal %s was deleted: dropping fragment %s",
-                        fragment.journal,
-                        fragment.content_name,
-                    )
-                    self._finish(
-                        item,
-                        None,
-                        GazetteError(Status.JOURNAL_NOT_FOUND, f"journal {fragment.journal} was deleted"),
-                    )
-                    return
-                stores = list(spec.stores)
-                if not stores:
-                    log.debug(
-                        "journal %s has no stores: fragment %s is not persisted",
-                        fragment.journal,
-                        fragment.content_name,
-                    )
-                    self._finish(item, fragment, None)
-                    return
-                postfix = spec.render_postfix(item.completed)
-                reader = functools.partial(item.completed.file.reader, fragment.begin, fragment.end)
-                persisted = await asyncio.get_running_loop().run_in_executor(
-                    self._executor, persist_blocking, fragment, reader, stores[0], postfix
+            spec = item.spec_lookup(fragment.journal)
+            if spec is None:
+                log.info(
+                    "journal %s was deleted: dropping fragment %s",
+                    fragment.journal,
+                    fragment.content_name,
                 )
+                self._finish(
+                    item,
+                    None,
+                    GazetteError(Status.JOURNAL_NOT_FOUND, f"journal {fragment.journal} was deleted"),
+                )
+                return
+            stores = list(spec.stores)
+            if not stores:
+                log.debug(
+                    "journal %s has no stores: fragment %s is not persisted",
+                    fragment.journal,
+                    fragment.content_name,
+                )
+                self._finish(item, fragment, None)
+                return
+            postfix = spec.render_postfix(item.completed)
+            reader = functools.partial(item.completed.file.reader, fragment.begin, fragment.end)
+            persisted = await asyncio.get_running_loop().run_in_executor(
+                self._executor, persist_blocking, fragment, reader, stores[0], postfix
+            )
         except asyncio.CancelledError:
             item.running = False
             raise

@@ -57,8 +57,8 @@ class Spool:
         """Spools `content` after the pending bytes; `content_delta` must equal `delta`."""
         if content_delta != self.delta:
             raise SpoolError(
-                f"content_delta {content_delta} of journal {self.journal} does not match the spool's delta "
-                f"{self.delta} (expected {self.delta})"
+                f"content_delta {content_delta} of journal {self.journal} does not match: "
+                f"expected the spool's delta {self.delta}"
             )
         if not content:
             return

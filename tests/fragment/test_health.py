@@ -84,8 +84,9 @@ async def test_failing_store_recovers(moto_server: str) -> None:
 def test_retry_schedule_and_jitter(file_store_url: str) -> None:
     health = StoreHealth(file_store_url)
     assert FAILING_RETRY_S == (0.0, 0.1, 1.0, 1.0, 10.0, 10.0, 100.0)
-    for failures in range(10):
-        base = FAILING_RETRY_S[min(failures, len(FAILING_RETRY_S) - 1)]
+    # Reference 2.6: 0, 0.1, 1, 1, 10, 10, then 100 s for every further failure.
+    expected = [0, 0.1, 1, 1, 10, 10, 100, 100, 100, 100, 100, 100]
+    for failures, base in enumerate(expected):
         for _ in range(20):
             assert 0.8 * base <= health._next_delay_s(failures) <= 1.2 * base
     health.healthy = True

@@ -81,6 +81,22 @@ async def test_spool_commit_is_queryable_with_its_file(files):
     assert index.offset_range() == (0, 150, True)
 
 
+async def test_growing_spools_keep_one_file_entry_each(files):
+    # Each commit replaces its spool's previous one; an earlier spool's fragment and file stay.
+    index = Index(J)
+    fa, fb = files(0), files(100)
+    index.spool_commit(local(0, 100), fa)
+    for end in range(110, 200, 10):
+        index.spool_commit(Fragment(J, 100, end, local(100, 0).sum), fb)
+    last = Fragment(J, 100, 190, local(100, 0).sum)
+    assert index.local_fragments() == [local(0, 100), last]
+    assert index.local_file(local(0, 100)) is fa and index.local_file(last) is fb
+    assert index.local_file(Fragment(J, 100, 180, local(100, 0).sum)) is None
+    assert len(index._files) == 2  # replaced commits are forgotten, not accumulated
+    index.spool_commit(Fragment(J, 100, 150, local(100, 0).sum), fb)  # covered: no change
+    assert index.local_file(last) is fb and len(index._files) == 2
+
+
 async def test_blocking_query_wakes_on_spool_commit(files):
     index = Index(J)
     index.spool_commit(local(0, 100), files(0))

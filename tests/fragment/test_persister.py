@@ -8,6 +8,7 @@ import dataclasses
 import hashlib
 import logging
 import os
+import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any
@@ -88,8 +89,11 @@ async def test_primary_persists_at_once(persister: Persister, file_store_url: st
         on_persisted=got.append,
     )
     assert persister.pending == 1
-    persisted = await persister.flush(c.fragment)
-    assert got == [persisted]
+    # No flush here: it would expedite any item. A primary one persists on its own, at once (the
+    # fixture's replica delay is 600 s, far beyond the deadline).
+    await wait_for(lambda: persister.pending == 0, "the primary fragment to persist")
+    assert len(got) == 1
+    persisted = got[0]
     assert persister.pending == 0
     assert persisted.backing_store == file_store_url and persisted.path_postfix == "day=1"
     assert await list_fragments(file_store_url, "p/one") == [persisted]
@@ -97,26 +101,78 @@ async def test_primary_persists_at_once(persister: Persister, file_store_url: st
     assert await persister.flush(c.fragment) == persisted  # a late flush still answers
 
 
+@pytest.fixture
+async def one_thread_persister() -> Any:
+    p = Persister(replica_delay_s=600.0, retry_s=0.1, max_concurrency=1)
+    await p.start()
+    yield p
+    await p.stop(drain=False)
+
+
 async def test_replica_waits_then_flush_or_primary_hurries_it(
-    persister: Persister, file_store_url: str
+    one_thread_persister: Persister, file_store_url: str
 ) -> None:
+    persister = one_thread_persister
     lookup = specs({"r/j": Spec([file_store_url])})
     a, b = completed("r/j", 0, b"a" * 1000), completed("r/j", 1000, b"b" * 1000)
+    c = completed("r/j", 2000, b"c" * 1000)
     got: list[Fragment] = []
     persister.submit(a, spec_lookup=lookup, primary=False, on_persisted=got.append)
     persister.submit(b, spec_lookup=lookup, primary=False, on_persisted=got.append)
-    for _ in range(5):
-        await asyncio.sleep(0)
-    assert persister.pending == 2 and got == []
-    assert await list_fragments(file_store_url, "r/j") == []
+    # A primary fragment of the same journal, submitted after the replicas, persists at once. Had the
+    # replicas been attempted at once too, they would have been queued to the single upload thread
+    # ahead of it, so by the time it is persisted they would be in the store.
+    persister.submit(c, spec_lookup=lookup, primary=True, on_persisted=got.append)
+    await wait_for(lambda: bool(got), "the primary fragment to persist")
+    assert [f.begin for f in got] == [2000]
+    assert persister.pending == 2
+    assert a.file.reads == 0 and b.file.reads == 0  # not even attempted
+    assert await list_fragments(file_store_url, "r/j") == got
 
     assert (await persister.flush(a.fragment)).begin == 0
     persister.submit(
         b, spec_lookup=lookup, primary=True, on_persisted=got.append
     )  # now this broker is primary
     await wait_for(lambda: persister.pending == 0, "b to persist")
-    assert sorted(f.begin for f in got) == [0, 1000, 1000]  # b's callbacks from both submissions
-    assert len(await list_fragments(file_store_url, "r/j")) == 2
+    # b's callbacks from both submissions
+    assert sorted(f.begin for f in got) == [0, 1000, 1000, 2000]
+    assert len(await list_fragments(file_store_url, "r/j")) == 3
+
+
+async def test_max_concurrency_bounds_the_uploads_running_at_once(file_store_url: str) -> None:
+    lock = threading.Lock()
+    running = peak = 0
+
+    class SlowFile(SpoolFile):
+        def reader(self, begin: int, end: int) -> Iterator[bytes]:
+            nonlocal running, peak
+            with lock:
+                running += 1
+                peak = max(peak, running)
+            try:
+                time.sleep(0.1)
+                yield from super().reader(begin, end)
+            finally:
+                with lock:
+                    running -= 1
+
+    p = Persister(max_concurrency=2)
+    await p.start()
+    try:
+        cs = [completed("c/j", i * 100, os.urandom(100)) for i in range(6)]
+        for c in cs:
+            c.file = SlowFile(c.fragment.begin, c.file.data)
+            p.submit(
+                c,
+                spec_lookup=specs({"c/j": Spec([file_store_url])}),
+                primary=True,
+                on_persisted=lambda f: None,
+            )
+        await wait_for(lambda: p.pending == 0, "every fragment to persist")
+        assert peak == 2  # the pool has max_concurrency threads: two at once, never more
+        assert len(await list_fragments(file_store_url, "c/j")) == 6
+    finally:
+        await p.stop(drain=False)
 
 
 async def test_existing_object_short_circuits(persister: Persister, s3_store_url: str) -> None:

@@ -135,7 +135,7 @@ def test_large_appends_hash_matches(spool: Spool):
 
 def test_content_delta_mismatch_names_both_values(spool: Spool):
     spool.apply_content(b"abc", 0)
-    with pytest.raises(SpoolError, match=r"content_delta 7 .*delta 3"):
+    with pytest.raises(SpoolError, match=r"^content_delta 7 of journal .* expected the spool's delta 3$"):
         spool.apply_content(b"x", 7)
     assert spool.delta == 3  # unchanged
 

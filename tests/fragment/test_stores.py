@@ -7,16 +7,18 @@ import hashlib
 import io
 import logging
 import os
+import re
 import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 
+import boto3
 import pytest
 
 from gazette.fragment.codecs import compress
 from gazette.fragment.content import CorruptFragmentError, list_fragments, open_fragment, persist
 from gazette.fragment.fragment import Codec, Fragment
-from gazette.fragment.stores import ObjectNotFoundError, Store, StoreEntry, get_store
+from gazette.fragment.stores import ObjectNotFoundError, Store, StoreEntry, StoreError, get_store
 from gazette.protocol.errors import ValidationError
 
 
@@ -79,6 +81,17 @@ def test_store_operations(store_url: str) -> None:
     with pytest.raises(ObjectNotFoundError):
         store.mod_time("j/a")
     assert [e.path for e in store.list("j/")] == ["sub/b"]
+
+
+def test_mod_time_answers_for_what_exists_sees(store_url: str) -> None:
+    # persist uses mod_time alone as its "already there?" check: it must agree with exists().
+    store = get_store(store_url)
+    store.put("j/sub/b", b"beta")
+    for absent in ["j/sub", "j/sub/b/c", "j/none"]:  # a "directory", below an object, missing
+        assert not store.exists(absent)
+        with pytest.raises(ObjectNotFoundError, match=f'"{absent}"'):
+            store.mod_time(absent)
+    assert store.exists("j/sub/b") and store.mod_time("j/sub/b") > 1_600_000_000
 
 
 def test_object_paths_must_be_clean(file_store_url: str) -> None:
@@ -154,6 +167,46 @@ def test_s3_bucket_root_and_put_args(moto_server: str, s3_bucket: str) -> None:
     assert [e.path for e in store.list("")] == ["j/x"]
     assert store.get("j/x") == b"x"
 
+    # What reached S3, as the server reports it: put_object (bytes) and upload_fileobj (a stream).
+    store.put("j/gz", b"gz", content_encoding="gzip")
+    store.put("j/gz-stream", io.BytesIO(b"gz" * 1000), content_encoding="gzip")
+    s3 = boto3.client("s3", endpoint_url=moto_server, region_name="us-east-1")
+    for key, encoding in [("j/x", None), ("j/gz", "gzip"), ("j/gz-stream", "gzip")]:
+        head = s3.head_object(Bucket=s3_bucket, Key=key)  # the bucket root: no key prefix
+        assert head.get("StorageClass") == "STANDARD_IA", key
+        assert head.get("ContentEncoding") == encoding, key
+    # ACL=private is sent too, but moto can't tell it from the default (bucket-owner-full-control)
+    # with a single account: both read back as the owner's lone FULL_CONTROL grant.
+    grants = s3.get_object_acl(Bucket=s3_bucket, Key="j/gz")["Grants"]
+    assert [g["Permission"] for g in grants] == ["FULL_CONTROL"]
+
+
+def test_s3_get_translates_errors(
+    s3_store_url: str, closed_endpoint: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import botocore.exceptions
+
+    # Failing to reach S3 at all.
+    dead = get_store(f"s3://nowhere/p/?endpoint={closed_endpoint}&region=us-east-1")
+    with pytest.raises(StoreError, match='reading "j/a" in store s3://nowhere/') as err:
+        dead.get("j/a")
+    assert not isinstance(err.value, ObjectNotFoundError)
+
+    # Failing while the body streams in, after get_object answered.
+    store = get_store(s3_store_url)
+    store.put("j/a", b"alpha")
+
+    class FailingBody:
+        def read(self, n: int = -1) -> bytes:
+            raise botocore.exceptions.ReadTimeoutError(endpoint_url="http://s3.example")
+
+        def close(self) -> None:
+            pass
+
+    monkeypatch.setattr(store._client, "get_object", lambda **kw: {"Body": FailingBody()})  # type: ignore[attr-defined]
+    with pytest.raises(StoreError, match=f'reading "j/a" in store {re.escape(s3_store_url)}: .*timeout'):
+        store.get("j/a")
+
 
 # --- Fragment content ---
 
@@ -178,16 +231,33 @@ async def test_persist_list_and_read(store_url: str, codec: Codec) -> None:
         open_fragment(persisted, 999)
 
 
-async def test_persist_short_circuits_when_object_exists(file_store_url: str) -> None:
+async def test_persist_short_circuits_when_object_exists(
+    file_store_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
     data = b"hello world\n"
     frag = fragment_of("j", 0, data, Codec.GZIP)
     first = await persist(frag, reader_of(data), file_store_url, "")
 
     def must_not_read() -> Iterator[bytes]:
-        raise AssertionError("exists() should have short-circuited the upload")
+        raise AssertionError("finding the object should have short-circuited the upload")
 
+    # One lookup answers both "is it there" and "since when" (one HEAD on S3, not two).
+    store = get_store(file_store_url)
+    lookups: list[str] = []
+    mod_time = store.mod_time
+
+    def counted_mod_time(path: str) -> int:
+        lookups.append(path)
+        return mod_time(path)
+
+    def no_exists(path: str) -> bool:
+        raise AssertionError("exists() is a second lookup")
+
+    monkeypatch.setattr(store, "mod_time", counted_mod_time)
+    monkeypatch.setattr(store, "exists", no_exists)
     again = await persist(frag, must_not_read, file_store_url, "")
     assert again == first
+    assert lookups == [first.content_path]
 
 
 async def test_persist_refuses_local_content_that_does_not_match(file_store_url: str) -> None:

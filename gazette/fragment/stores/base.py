@@ -50,9 +50,12 @@ class Store(abc.ABC):
     @abc.abstractmethod
     def exists(self, path: str) -> bool: ...
 
-    @abc.abstractmethod
     def get(self, path: str) -> bytes:
-        """The raw stored bytes (never decoded). Raises ObjectNotFoundError if absent."""
+        """The raw stored bytes (never decoded). Raises ObjectNotFoundError if absent.
+
+        Reads through `open`, whose stream raises StoreError for failures while reading."""
+        with self.open(path) as f:
+            return f.read()
 
     @abc.abstractmethod
     def open(self, path: str) -> BinaryIO:

@@ -9,6 +9,7 @@ from __future__ import annotations
 import contextlib
 import os
 import shutil
+import stat
 import uuid
 from pathlib import Path
 from typing import BinaryIO
@@ -68,10 +69,6 @@ class FileStore(Store):
     def exists(self, path: str) -> bool:
         return self._abs(path).is_file()
 
-    def get(self, path: str) -> bytes:
-        with self.open(path) as f:
-            return f.read()
-
     def open(self, path: str) -> BinaryIO:
         target = self._abs(path)
         try:
@@ -121,7 +118,13 @@ class FileStore(Store):
         return "file://" + quote(str(self._abs(path)))
 
     def mod_time(self, path: str) -> int:
+        # Answers for exactly the objects `exists` sees (regular files): persist uses it as the check.
         try:
-            return int(self._abs(path).stat().st_mtime)
-        except FileNotFoundError:
-            raise ObjectNotFoundError(f'object "{path}" does not exist in store {self.url}') from None
+            st = self._abs(path).stat()
+        except (FileNotFoundError, NotADirectoryError):
+            st = None
+        except OSError as e:
+            raise StoreError(f'checking object "{path}" of store {self.url}: {e}') from e
+        if st is None or not stat.S_ISREG(st.st_mode):
+            raise ObjectNotFoundError(f'object "{path}" does not exist in store {self.url}')
+        return int(st.st_mtime)

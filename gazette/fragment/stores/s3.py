@@ -113,11 +113,6 @@ class S3Store(Store):
             return False
         return True
 
-    def get(self, path: str) -> bytes:
-        with self.open(path) as body:
-            with self._errors("reading", path):
-                return body.read()
-
     def open(self, path: str) -> BinaryIO:
         with self._errors("reading", path):
             resp = self._client.get_object(Bucket=self.bucket, Key=self._key(path))
