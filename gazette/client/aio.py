@@ -312,6 +312,12 @@ def _append_message(status: Status, journal: str, resp: pb.AppendResponse) -> st
         return f"append to {journal}: the explicit offset is not the journal's write head"
     if status == Status.FRAGMENT_STORE_UNHEALTHY:
         return f"append to {journal}: its fragment store is unhealthy: {resp.store_health_error}"
+    if status == Status.INDEX_HAS_GREATER_OFFSET:
+        return (
+            f"append to {journal}: persisted fragments extend past the broker's write position (its "
+            "spool was lost, e.g. a restart with one replica); re-sync with an empty append at the "
+            "write head: append(journal, b'', offset=read_head(journal))"
+        )
     if status == Status.NOT_ALLOWED:
         return f"append to {journal}: the journal is not writable (O_RDONLY)"
     return f"append to {journal} failed"

@@ -3,6 +3,7 @@ offsets, flags, aborts, blocking reads, Apply/List, and round trips through the 
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import os
 import random
@@ -16,6 +17,7 @@ from gazette.client.loop import default_loop
 from gazette.protocol import broker_pb2 as pb
 from gazette.protocol import broker_pb2_grpc as pb_grpc
 from gazette.protocol.errors import GazetteError, ValidationError
+from gazette.protocol.selector import LabelSelector
 from gazette.protocol.spec import JournalSpec, SpecChange
 from gazette.protocol.status import Status
 
@@ -263,3 +265,46 @@ def test_list_fragments_paging_and_spooled(cluster, client):
     assert [f for f, _ in urls] == client.list_fragments(J)
     for frag, url in urls:  # persisted fragments are signed (a file:// URL here); spooled ones are not
         assert url == (f"{cluster.store}{frag.content_path}" if frag.backing_store else ""), (frag, url)
+
+
+def test_list_watch_sends_a_new_snapshot_on_change(cluster, client):
+    """Watch mode: a snapshot, an empty message ending it, then a new snapshot once the matched set
+    changes (here: a journal is added under the watched prefix)."""
+    _apply(cluster, client, "examples/watch/one")
+    loop, (ch, stub) = _raw_stub(cluster)
+
+    async def watch():
+        selector = LabelSelector.parse("prefix=examples/watch/").to_proto()
+        call = stub.List(pb.ListRequest(selector=selector, watch=True))
+        snapshots: list[list[str]] = []
+        current: list[str] = []
+        async for resp in call:
+            if not resp.journals and not resp.HasField("header"):  # end of a snapshot
+                snapshots.append(sorted(current))
+                current = []
+                if len(snapshots) == 1:
+                    await asyncio.to_thread(_apply, cluster, client, "examples/watch/two")
+                else:
+                    call.cancel()
+                    return snapshots
+            current += [j.spec.name for j in resp.journals]
+        return snapshots
+
+    snapshots = loop.run(asyncio.wait_for(watch(), 30))
+    assert snapshots == [["examples/watch/one"], ["examples/watch/one", "examples/watch/two"]]
+    loop.run(ch.close())
+
+
+def test_index_has_greater_offset_says_how_to_resync(cluster, client):
+    """With one replica a restart loses the spool's position: plain appends are refused (Gazette's
+    fail-safe) with a message naming the fix, and an empty append at the head re-syncs."""
+    _apply(cluster, client)
+    client.append(J, b"persisted\n")
+    cluster.stop_broker(0)
+    cluster.restart_broker(0)
+    with pytest.raises(GazetteError, match="empty append at the write head") as exc:
+        client.append(J, b"refused\n")
+    assert exc.value.status == Status.INDEX_HAS_GREATER_OFFSET
+    client.append(J, b"", offset=client.read_head(J))
+    assert client.append(J, b"accepted\n").begin == len(b"persisted\n")
+    assert client.read_all(J) == b"persisted\naccepted\n"
