@@ -14,6 +14,7 @@ import aetcd
 
 from gazette.keyspace import layout
 from gazette.keyspace.keyspace import KeySpace
+from gazette.tasks import cancel_and_wait
 
 log = logging.getLogger(__name__)
 
@@ -33,16 +34,7 @@ class StaticAssigner:
 
     async def stop(self) -> None:
         task, self._task = self._task, None
-        if task is None:
-            return
-        task.cancel()
-        try:
-            await task
-        except asyncio.CancelledError:
-            # Our own cancellation of `task` ends here; a cancellation of the caller propagates.
-            current = asyncio.current_task()
-            if current is not None and current.cancelling():
-                raise
+        await cancel_and_wait(task)
 
     async def _loop(self) -> None:
         while True:

@@ -1,6 +1,6 @@
 """etcd for gazette: the embedded etcd launcher, the key layout, and the KeySpace mirror.
 
-May import only the standard library and aetcd; every higher layer reads etcd through a KeySpace
+May import only the standard library, aetcd and gazette.tasks; every higher layer reads etcd through a KeySpace
 (load + watch + wait_for_revision) and writes through an aetcd client (`connect`).
 """
 

@@ -20,6 +20,8 @@ import grpc
 from aetcd import rpc
 from aetcd.utils import prefix_range_end
 
+from gazette.tasks import cancel_and_wait
+
 log = logging.getLogger(__name__)
 
 LOAD_PAGE_KEYS = 1000
@@ -147,16 +149,7 @@ class KeySpace:
     async def stop(self) -> None:
         """Cancels the watch task and waits for it to end. Idempotent."""
         task, self._task = self._task, None
-        if task is None:
-            return
-        task.cancel()
-        try:
-            await task
-        except asyncio.CancelledError:
-            # Our own cancellation of `task` ends here; a cancellation of the caller propagates.
-            current = asyncio.current_task()
-            if current is not None and current.cancelling():
-                raise
+        await cancel_and_wait(task)
 
     # ---- load
 
