@@ -1,0 +1,1 @@
+"""Exactly-once messages: UUIDs, framings, Publisher, mappings, Sequencer, read iterators."""
