@@ -1,15 +1,18 @@
-"""The Append RPC: the append FSM of reference 4.1 for a route of one replica.
+"""The Append RPC: the append FSM of reference 4.1 with every state, over a replication Pipeline.
 
-States kept as in Gazette: resolve -> (proxy | acquire pipeline) -> validate preconditions ->
-stream content -> commit or roll back. With replication (a later issue) StartPipeline and
-ReadAcknowledgements gain peers; the single-replica path here holds the replica's `pipeline` lock,
-which is the spool's ownership, for the whole append. Commit = an empty content message followed by
-half-close; anything else rolls back, so no byte of an aborted append becomes visible.
+Resolve -> AcquirePipeline -> StartPipeline -> SendPipelineSync <-> RecvPipelineSync ->
+UpdateAssignments -> AwaitDesiredReplicas -> ValidatePreconditions (-> UpdateSuspend) ->
+StreamContent -> ReadAcknowledgements, ending in Finished, Error or Proxy. The FSM owns the
+replica's pipeline slot from AcquirePipeline until it hands the send side back in
+ReadAcknowledgements; acknowledgements are then read in order behind a read barrier, so appends
+overlap (full duplex). Commit = an empty content message then half-close; anything else rolls back.
+The pulse and Flush run the same FSM as zero-byte appends.
 """
 
 from __future__ import annotations
 
 import asyncio
+import enum
 import hashlib
 import logging
 from collections.abc import AsyncIterator
@@ -17,13 +20,22 @@ from typing import TYPE_CHECKING
 
 import grpc
 
-from gazette.broker.resolver import Resolution
-from gazette.fragment.fragment import ZERO_SUM, Fragment
+from gazette.broker.assignments import (
+    assignments_match,
+    assignments_of,
+    desired_replication,
+    update_assignments,
+    update_suspend,
+)
+from gazette.broker.pipeline import Pipeline
+from gazette.broker.resolver import Resolution, route_equivalent
+from gazette.fragment.fragment import ZERO_SUM, Codec, Fragment
 from gazette.fragment.health import health_of
 from gazette.protocol import broker_pb2 as pb
 from gazette.protocol.errors import GazetteError
 from gazette.protocol.labels import LabelSet
 from gazette.protocol.selector import LabelSelector
+from gazette.protocol.spec import SuspendLevel
 from gazette.protocol.status import Status, to_pb
 from gazette.protocol.validate import split_journal_meta, validate_journal_name
 
@@ -35,18 +47,465 @@ log = logging.getLogger(__name__)
 
 # Appends wait for an unhealthy primary store through this many failed checks (reference 2.6).
 STORE_HEALTH_MAX_FAILED_CHECKS = 5
+# A primary whose replica is not yet built (the reconcile lags the KeySpace) re-resolves after this.
+REPLICA_WAIT_S = 0.02
+
+SUSPEND = pb.AppendRequest.Suspend
 
 
-class AppendAborted(Exception):
-    """The client stream broke or violated the protocol; the append rolls back."""
+class AppendFailed(Exception):
+    """The append did not commit: the client broke the protocol (`code` ABORTED) or the pipeline
+    failed (UNAVAILABLE, so clients retry). Any partial content was rolled back."""
+
+    def __init__(self, message: str, code: grpc.StatusCode) -> None:
+        super().__init__(message)
+        self.code = code
 
 
-class AppendRolledBack(Exception):
-    """Ends the RPC with ABORTED after the append was rolled back (the service maps it)."""
+class State(enum.Enum):
+    RESOLVE = "Resolve"
+    ACQUIRE_PIPELINE = "AcquirePipeline"
+    START_PIPELINE = "StartPipeline"
+    SEND_PIPELINE_SYNC = "SendPipelineSync"
+    RECV_PIPELINE_SYNC = "RecvPipelineSync"
+    UPDATE_ASSIGNMENTS = "UpdateAssignments"
+    AWAIT_DESIRED_REPLICAS = "AwaitDesiredReplicas"
+    VALIDATE_PRECONDITIONS = "ValidatePreconditions"
+    UPDATE_SUSPEND = "UpdateSuspend"
+    STREAM_CONTENT = "StreamContent"
+    READ_ACKNOWLEDGEMENTS = "ReadAcknowledgements"
+    ERROR = "Error"
+    PROXY = "Proxy"
+    FINISHED = "Finished"
 
 
-def _response(status: Status, header: pb.Header, **kw) -> pb.AppendResponse:
-    return pb.AppendResponse(status=to_pb(status), header=header, **kw)
+async def _first_of(getter, event: asyncio.Event | None):
+    """Awaits `getter` (a coroutine) unless `event` is set first; returns (done, value)."""
+    get = asyncio.ensure_future(getter)
+    if event is None:
+        return True, await get
+    wait = asyncio.ensure_future(event.wait())
+    try:
+        await asyncio.wait({get, wait}, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        wait.cancel()
+        if not get.done():
+            get.cancel()
+    if get.done() and not get.cancelled():
+        return True, get.result()
+    return False, None
+
+
+class AppendFSM:
+    def __init__(self, broker: Broker, req: pb.AppendRequest, *, force_roll: bool = False) -> None:
+        self.broker = broker
+        self.req = req
+        self.journal, _ = split_journal_meta(req.journal)
+        self.force_roll = force_roll
+        self.state = State.RESOLVE
+        self.res: Resolution | None = None
+        self.replica: Replica | None = None
+        self.pln: Pipeline | None = None
+        self.owns_pipeline = False  # Go's plnReturnCh != nil
+        self.read_through_rev = 0
+        self.roll_to = 0
+        self.registers = LabelSet()
+        self.next_suspend: tuple[SuspendLevel, int] | None = None
+        self.status = Status.OK
+        self.err: AppendFailed | None = None
+        self.store_health_error = ""
+        self.client_commit = False
+        self.client_begin = 0
+        self.client_length = 0
+        self.client_sum = hashlib.sha1()
+        self.total_chunks = 0
+        self.pln_codec = Codec.NONE
+        self._cancelled = False
+
+    # --- driving ---------------------------------------------------------------------------------
+    async def run_to_stream(self) -> State:
+        """Runs until StreamContent or a terminal state, which it returns."""
+        handlers = {
+            State.RESOLVE: self._on_resolve,
+            State.ACQUIRE_PIPELINE: self._on_acquire_pipeline,
+            State.START_PIPELINE: self._on_start_pipeline,
+            State.SEND_PIPELINE_SYNC: self._on_send_pipeline_sync,
+            State.RECV_PIPELINE_SYNC: self._on_recv_pipeline_sync,
+            State.UPDATE_ASSIGNMENTS: self._on_update_assignments,
+            State.AWAIT_DESIRED_REPLICAS: self._on_await_desired_replicas,
+            State.VALIDATE_PRECONDITIONS: self._on_validate_preconditions,
+            State.UPDATE_SUSPEND: self._on_update_suspend,
+        }
+        while self.state in handlers:
+            await handlers[self.state]()
+        return self.state
+
+    async def run(self, requests: AsyncIterator[pb.AppendRequest]) -> State:
+        """The whole FSM over a client's content stream (already past its first message)."""
+        try:
+            if await self.run_to_stream() != State.STREAM_CONTENT:
+                return self.state
+            await self._stream_content(requests)
+            await self._read_acknowledgements()
+        finally:
+            self.return_pipeline()
+        if self._cancelled:
+            raise asyncio.CancelledError()
+        return self.state
+
+    def return_pipeline(self) -> None:
+        if self.owns_pipeline and self.replica is not None:
+            self.replica.pipeline_slot.put_nowait(self.pln)
+            self.owns_pipeline = False
+            self.pln = None
+
+    def response(self) -> pb.AppendResponse:
+        assert self.res is not None
+        resp = pb.AppendResponse(status=to_pb(self.status), header=self.res.header, total_chunks=self.total_chunks)
+        if self.status in (Status.OK, Status.REGISTER_MISMATCH, Status.WRONG_APPEND_OFFSET, Status.INDEX_HAS_GREATER_OFFSET):
+            resp.registers.CopyFrom(self.registers.to_proto())
+        if self.store_health_error:
+            resp.store_health_error = self.store_health_error
+        if self.state == State.FINISHED:
+            commit = Fragment(
+                journal=self.journal,
+                begin=self.client_begin,
+                end=self.client_begin + self.client_length,
+                sum=self.client_sum.digest() if self.client_length else ZERO_SUM,
+                codec=self.pln_codec,
+            )
+            resp.commit.CopyFrom(commit.to_proto())
+        return resp
+
+    def _fail(self, message: str, code: grpc.StatusCode = grpc.StatusCode.UNAVAILABLE) -> None:
+        self.err = AppendFailed(message, code)
+        self.state = State.ERROR
+
+    def _drop_pipeline(self, expect_err: bool) -> None:
+        pln, self.pln = self.pln, None
+        if pln is not None:
+            self.broker.background(pln.shutdown(expect_err), f"pipeline shutdown {self.journal}")
+
+    # --- states ----------------------------------------------------------------------------------
+    async def _on_resolve(self) -> None:
+        req = self.req
+        try:
+            res = await self.broker.resolver.resolve(
+                self.journal,
+                require_primary=True,
+                may_proxy=not req.do_not_proxy,
+                min_etcd_revision=max(req.min_etcd_revision, self.read_through_rev),
+                proxy_header=req.header if req.HasField("header") else None,
+            )
+        except ValueError as exc:
+            self._fail(f"resolve: {exc}", grpc.StatusCode.INVALID_ARGUMENT)
+            return
+        self.res = res
+        local = res.header.process_id.zone == self.broker.zone and res.header.process_id.suffix == self.broker.suffix
+        if res.status == Status.SUSPENDED and req.suspend == SUSPEND.SUSPEND_RESUME:
+            assert res.spec is not None
+            self.next_suspend = (SuspendLevel.NONE, res.spec.suspend_offset)
+            self.state = State.UPDATE_SUSPEND
+        elif res.status != Status.OK:
+            self.status = res.status
+            self.state = State.ERROR
+        elif not local:
+            self.return_pipeline()  # no longer primary: release what we held
+            self.state = State.AWAIT_DESIRED_REPLICAS
+        elif res.replica is None:
+            await asyncio.sleep(REPLICA_WAIT_S)  # assigned here, replica not built yet
+        else:
+            if self.owns_pipeline and res.replica is not self.replica:
+                self.return_pipeline()  # the replica was rebuilt (journal re-created)
+            self.replica = res.replica
+            self.state = State.START_PIPELINE if self.owns_pipeline else State.ACQUIRE_PIPELINE
+            if res.spec is not None and res.spec.stores and not self.owns_pipeline:
+                # Store health before taking the pipeline, so waiting on a sick store blocks no one
+                # else; and first, since a store down from the start never completes a refresh.
+                err = await health_of(res.spec.stores[0]).wait_healthy(STORE_HEALTH_MAX_FAILED_CHECKS)
+                if err is not None:
+                    self.status, self.store_health_error = Status.FRAGMENT_STORE_UNHEALTHY, err
+                    self.state = State.ERROR
+
+    async def _on_acquire_pipeline(self) -> None:
+        assert self.replica is not None and self.res is not None
+        slot = self.replica.pipeline_slot
+        if slot.qsize():
+            self.pln = slot.get_nowait()
+        else:
+            got, pln = await _first_of(slot.get(), self.res.invalidated)
+            if not got:
+                self.state = State.RESOLVE
+                return
+            self.pln = pln
+        self.owns_pipeline = True
+        if self.res.invalidated is not None and self.res.invalidated.is_set():
+            self.state = State.RESOLVE
+        else:
+            self.state = State.START_PIPELINE
+
+    async def _on_start_pipeline(self) -> None:
+        assert self.replica is not None and self.res is not None
+        pln = self.pln
+        if pln is not None and route_equivalent(pln.route, self.res.route) and pln.send_err() is None and pln.recv_err() is None:
+            self.registers = pln.spool.registers
+            self.state = State.UPDATE_ASSIGNMENTS
+            return
+        if pln is not None:
+            self._drop_pipeline(expect_err=pln.send_err() is not None or pln.recv_err() is not None)
+        slot = self.replica.spool_slot
+        if slot.qsize():
+            spool = slot.get_nowait()
+        else:
+            got, spool = await _first_of(slot.get(), self.res.invalidated)
+            if not got:
+                self.state = State.RESOLVE
+                return
+        self.registers = spool.registers
+        self.roll_to = 0
+        self.pln = Pipeline(self.res.header, spool, slot, self.broker.proxy.stub)
+        self.state = State.SEND_PIPELINE_SYNC
+
+    async def _on_send_pipeline_sync(self) -> None:
+        assert self.pln is not None and self.res is not None and self.res.spec is not None
+        spec = self.res.spec
+        proposal = self.pln.spool.maybe_roll(spec.fragment_length, spec.compression, spec.flush_interval, self.roll_to)
+        req = pb.ReplicateRequest(proposal=proposal.to_proto(), registers=self.registers.to_proto(), acknowledge=True)
+        if self.roll_to == 0:
+            req.header.CopyFrom(self.pln.header)
+            req.deprecated_journal = self.journal
+        await self.pln.scatter(req)
+        self.state = State.RECV_PIPELINE_SYNC
+
+    async def _on_recv_pipeline_sync(self) -> None:
+        assert self.pln is not None
+        roll_to, roll_registers, read_through = await self.pln.gather_sync()
+        err = self.pln.recv_err() or self.pln.send_err()
+        if err is not None:
+            self._drop_pipeline(expect_err=True)
+            self._fail(f"pipeline sync of {self.journal}: {err}")
+            return
+        if roll_to:
+            self.roll_to = roll_to
+            if roll_registers is not None:
+                self.registers = roll_registers
+            self.state = State.SEND_PIPELINE_SYNC
+        elif read_through:
+            self._drop_pipeline(expect_err=False)
+            self.read_through_rev = read_through
+            self.state = State.RESOLVE
+        else:
+            self.state = State.UPDATE_ASSIGNMENTS
+
+    async def _on_update_assignments(self) -> None:
+        assert self.res is not None
+        assignments = assignments_of(self.broker.ks, self.journal)
+        if assignments_match(assignments, self.res.route):
+            self.state = State.AWAIT_DESIRED_REPLICAS
+            return
+        try:
+            ok, revision = await update_assignments(self.broker.etcd, assignments, self.res.route)
+        except Exception as exc:
+            self._fail(f"updating assignments of {self.journal}: {exc}")
+            return
+        # Either way the KeySpace moves on: resolve again once it has seen the change.
+        self.read_through_rev = revision if ok and revision else self.broker.ks.revision + 1
+        self.state = State.RESOLVE
+
+    async def _on_await_desired_replicas(self) -> None:
+        res = self.res
+        assert res is not None and res.spec is not None
+        n, desired = len(res.route.members), desired_replication(res.spec, self.broker.max_replication)
+        local = res.header.process_id.zone == self.broker.zone and res.header.process_id.suffix == self.broker.suffix
+        if n > desired:
+            # The allocator is mid-migration: never append to N > R members nor proxy to an outgoing primary.
+            self.read_through_rev = res.header.etcd.revision + 1
+            self.state = State.RESOLVE
+        elif n < desired:
+            self.status = Status.INSUFFICIENT_JOURNAL_BROKERS
+            self.state = State.ERROR
+        elif not local:
+            self.state = State.PROXY
+        else:
+            self.state = State.VALIDATE_PRECONDITIONS
+
+    async def _on_validate_preconditions(self) -> None:
+        res, replica, pln, req = self.res, self.replica, self.pln, self.req
+        assert res is not None and res.spec is not None and replica is not None and pln is not None
+        spec = res.spec
+        if not replica.index.first_refresh_done:
+            got, _ = await _first_of(replica.index.wait_first_refresh(), res.invalidated)
+            if not got:
+                self.state = State.RESOLVE
+                return
+        index_min, index_max, index_dirty = replica.index.offset_range()
+        spool_end = pln.spool.fragment.end
+        max_offset = max(spool_end, index_max)
+
+        if req.HasField("check_registers") and self.registers:
+            if not LabelSelector.from_proto(req.check_registers).matches(self.registers):
+                self.status = Status.REGISTER_MISMATCH
+                self.state = State.ERROR
+                return
+        if spool_end < spec.suspend_offset:
+            self.roll_to = spec.suspend_offset  # roll forward to the journal's resumption offset
+            self.state = State.SEND_PIPELINE_SYNC
+            return
+        if spool_end != max_offset and req.offset == 0 and spec.writable:
+            self.status = Status.INDEX_HAS_GREATER_OFFSET
+            self.state = State.ERROR
+            return
+        if req.offset and req.offset != max_offset:
+            self.status = Status.WRONG_APPEND_OFFSET
+            self.state = State.ERROR
+            return
+        if req.offset and spool_end != max_offset:
+            self.roll_to = max_offset  # reset-head: re-sync the pipeline at the explicit offset
+            self.state = State.SEND_PIPELINE_SYNC
+            return
+
+        level = spec.suspend_level
+        if req.suspend == SUSPEND.SUSPEND_RESUME and level != SuspendLevel.NONE:
+            self.next_suspend = (SuspendLevel.NONE, spool_end)
+            self.state = State.UPDATE_SUSPEND
+            return
+        if req.suspend == SUSPEND.SUSPEND_NO_RESUME and level != SuspendLevel.NONE:
+            self.status = Status.SUSPENDED
+            self.state = State.ERROR
+            return
+        if req.suspend in (SUSPEND.SUSPEND_IF_FLUSHED, SUSPEND.SUSPEND_NOW):
+            if level != SuspendLevel.FULL and index_min == index_max:
+                self.next_suspend = (SuspendLevel.FULL, spool_end)
+                self.state = State.UPDATE_SUSPEND
+                return
+            if level == SuspendLevel.NONE and (not index_dirty or req.suspend == SUSPEND.SUSPEND_NOW):
+                self.next_suspend = (SuspendLevel.PARTIAL, spool_end)
+                self.roll_to = spool_end  # the primary stays: roll so the dirty spool is persisted
+                self.state = State.UPDATE_SUSPEND
+                return
+            if level == SuspendLevel.PARTIAL:
+                self.status = Status.SUSPENDED
+                self.state = State.ERROR
+                return
+
+        if pln.spool.fragment.begin == index_min or (self.force_roll and pln.spool.fragment.length):
+            # The spool holds the journal's first write (roll, so the store soon proves the journal
+            # was written), or a Flush asked for the roll.
+            self.roll_to = spool_end
+        self.state = State.STREAM_CONTENT
+
+    async def _on_update_suspend(self) -> None:
+        res = self.res
+        assert res is not None and res.spec is not None and self.next_suspend is not None
+        level, offset = self.next_suspend
+        try:
+            ok, revision = await update_suspend(self.broker.etcd, self.broker.ks, res.spec, res.mod_revision, level, offset)
+        except Exception as exc:
+            self._fail(f"updating the suspension of {self.journal}: {exc}")
+            return
+        self.read_through_rev = revision if ok and revision else self.broker.ks.revision + 1
+        self.state = State.RESOLVE
+
+    # --- content ---------------------------------------------------------------------------------
+    async def _stream_content(self, requests: AsyncIterator[pb.AppendRequest]) -> None:
+        res, pln, req = self.res, self.pln, self.req
+        assert res is not None and res.spec is not None and pln is not None
+        spec = res.spec
+        spool = pln.spool
+        proposal = spool.maybe_roll(spec.fragment_length, spec.compression, spec.flush_interval, self.roll_to)
+        if proposal != spool.fragment:
+            await pln.scatter(
+                pb.ReplicateRequest(proposal=proposal.to_proto(), registers=self.registers.to_proto(), acknowledge=False)
+            )
+        self.client_begin = spool.fragment.end
+        self.pln_codec = spool.fragment.codec
+
+        problem: str | None = None
+        eof = False
+        try:
+            async for chunk in requests:
+                if self.client_commit:
+                    problem = "expected EOF after the empty commit message"
+                    break
+                if chunk.journal or chunk.HasField("header") or chunk.offset:
+                    problem = "expected a content-only AppendRequest"
+                    break
+                content = chunk.content
+                if not content:
+                    self.client_commit = True
+                    continue
+                if not spec.writable or req.suspend in (SUSPEND.SUSPEND_IF_FLUSHED, SUSPEND.SUSPEND_NOW, SUSPEND.SUSPEND_KEEP):
+                    self.status = Status.NOT_ALLOWED
+                    break
+                await pln.scatter(pb.ReplicateRequest(content=content, content_delta=self.client_length))
+                self.client_sum.update(content)
+                self.client_length += len(content)
+                self.total_chunks += 1
+                if pln.send_err() is not None:
+                    break
+            else:
+                eof = True
+                if not self.client_commit:
+                    problem = "client closed the stream without the empty commit message"
+        except asyncio.CancelledError:
+            # The client went away: roll back through the pipeline before letting the cancel go on.
+            task = asyncio.current_task()
+            if task is not None:
+                task.uncancel()
+            self._cancelled = True
+            problem = "client cancelled the append"
+        except grpc.aio.AioRpcError as exc:
+            problem = f"client stream broke: {exc.code().name}"
+
+        if eof and problem is None and self.client_length == 0 and (
+            req.union_registers.labels or req.subtract_registers.labels
+        ):
+            problem = "register modification requires a non-empty append"
+
+        send_err = pln.send_err()
+        if problem is None and send_err is None and self.status == Status.OK:
+            proposal = spool.next()
+            registers = self.registers
+            if req.subtract_registers.labels:
+                registers = registers.subtract(LabelSet.from_proto(req.subtract_registers))
+            if req.union_registers.labels:
+                registers = registers.union(LabelSet.from_proto(req.union_registers))
+            self.registers = registers
+        else:
+            proposal = spool.fragment  # roll back whatever was spooled
+            self.broker.metrics.rollback(spool.delta)
+            if problem is not None:
+                self.err = AppendFailed(f"append rolled back: {problem}", grpc.StatusCode.ABORTED)
+        await pln.scatter(pb.ReplicateRequest(proposal=proposal.to_proto(), registers=self.registers.to_proto(), acknowledge=True))
+        self.state = State.READ_ACKNOWLEDGEMENTS
+
+    async def _read_acknowledgements(self) -> None:
+        pln, replica = self.pln, self.replica
+        assert pln is not None and replica is not None
+        send_err = pln.send_err()
+        wait_for, close_after = pln.barrier()
+        if send_err is None:
+            replica.pipeline_slot.put_nowait(pln)  # release the send side for the next append
+        else:
+            await pln.close_send()
+            replica.pipeline_slot.put_nowait(None)  # let the next append build a new pipeline
+        self.owns_pipeline = False
+        self.pln = None
+        try:
+            await wait_for.wait()
+            await pln.gather_ok()
+            if send_err is not None:
+                await pln.gather_eof()
+        finally:
+            close_after.set()
+        if self.err is not None or self.status != Status.OK:
+            self.state = State.ERROR
+        elif (err := pln.recv_err() or send_err) is not None:
+            self._fail(f"append to {self.journal} failed in replication: {err}")
+        else:
+            self.state = State.FINISHED
+            if self.client_length:
+                self.broker.metrics.commit(self.journal, self.client_length, self.client_begin + self.client_length)
 
 
 async def serve_append(
@@ -65,133 +524,24 @@ async def serve_append(
     except GazetteError as exc:
         await context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(exc))
 
-    while True:
-        res = await broker.resolver.resolve(
-            journal,
-            require_primary=True,
-            may_proxy=not first.do_not_proxy,
-            min_etcd_revision=first.min_etcd_revision,
-            proxy_header=first.header if first.HasField("header") else None,
-        )
-        if res.status != Status.OK:
-            return _response(res.status, res.header)
-        if res.replica is None:
-            return await broker.proxy.append(res, first, requests)
-        assert res.spec is not None
-        desired = min(res.spec.replication, broker.max_replication)
-        if len(res.route.members) > desired:
-            # The allocator is mid-migration: wait for the next revision and resolve again.
-            await broker.ks.wait_for_revision(broker.ks.revision + 1)
-            continue
-        if len(res.route.members) < desired:
-            return _response(Status.INSUFFICIENT_JOURNAL_BROKERS, res.header)
-        if len(res.route.members) > 1:
-            # Replication pipelines arrive with the replication issue; refuse rather than write alone.
-            return _response(Status.INSUFFICIENT_JOURNAL_BROKERS, res.header)
-        replica = res.replica
-        async with replica.pipeline:
-            if res.invalidated is not None and res.invalidated.is_set():
-                continue  # the route changed while we waited for the pipeline
-            return await _append_locked(broker, replica, res, first, requests)
+    fsm = AppendFSM(broker, first)
+    state = await fsm.run(requests)
+    if state == State.PROXY:
+        assert fsm.res is not None
+        return await broker.proxy.append(fsm.res, first, requests)
+    if fsm.err is not None:
+        raise fsm.err
+    return fsm.response()
 
 
-async def _append_locked(
-    broker: Broker,
-    replica: Replica,
-    res: Resolution,
-    first: pb.AppendRequest,
-    requests: AsyncIterator[pb.AppendRequest],
-) -> pb.AppendResponse:
-    spec = res.spec
-    assert spec is not None
-    spool = replica.spool
-    header = res.header
-
-    # ValidatePreconditions.
-    if not spec.writable:
-        return _response(Status.NOT_ALLOWED, header)
-    # Health first: a store that is down from the start never completes the first refresh.
-    if spec.stores:
-        err = await health_of(spec.stores[0]).wait_healthy(STORE_HEALTH_MAX_FAILED_CHECKS)
-        if err is not None:
-            return _response(Status.FRAGMENT_STORE_UNHEALTHY, header, store_health_error=err)
-    await replica.index.wait_first_refresh()
-
-    if first.HasField("check_registers") and spool.registers:
-        selector = LabelSelector.from_proto(first.check_registers)
-        if not selector.matches(spool.registers):
-            return _response(Status.REGISTER_MISMATCH, header, registers=spool.registers.to_proto())
-
-    max_offset = max(spool.fragment.end, replica.index.end_offset())
-    roll_to = 0
-    if first.offset:
-        if first.offset != max_offset:
-            return _response(Status.WRONG_APPEND_OFFSET, header, registers=spool.registers.to_proto())
-        if first.offset != spool.fragment.end:
-            roll_to = first.offset  # reset-head: re-sync the spool at the explicit offset
-    elif spool.fragment.end < replica.index.end_offset():
-        return _response(Status.INDEX_HAS_GREATER_OFFSET, header, registers=spool.registers.to_proto())
-
-    roll = spool.maybe_roll(spec.fragment_length, spec.compression, spec.flush_interval, roll_to)
-    if roll == spool.fragment and spool.fragment.length and spool.fragment.begin == replica.index.begin_offset():
-        # The spool holds the journal's very first write: roll, so the store soon proves it was written.
-        roll = spool.roll_to(spool.fragment.end, spec.compression)
-    if roll != spool.fragment:
-        status, _, _ = spool.apply_proposal(roll, spool.registers)
-        if status != Status.OK:
-            raise RuntimeError(f"primary spool refused its own roll of {replica.journal}: {status.name}")
-
-    # StreamContent.
-    begin = spool.fragment.end
-    client_sum = hashlib.sha1()
-    chunks = 0
-    committed = False
-    try:
-        async for req in requests:
-            if committed:
-                raise AppendAborted("AppendRequest after the empty commit message")
-            content = req.content  # each access copies the bytes out of the message
-            if content:
-                spool.apply_content(content, spool.delta)
-                client_sum.update(content)
-                chunks += 1
-            else:
-                committed = True
-        if not committed:
-            raise AppendAborted("client closed the stream without the empty commit message")
-    except (AppendAborted, asyncio.CancelledError, grpc.aio.AioRpcError, GazetteError) as exc:
-        broker.metrics.rollback(spool.delta)
-        spool.rollback()
-        if isinstance(exc, asyncio.CancelledError):
-            raise
-        raise AppendRolledBack(str(exc)) from exc
-    except BaseException:
-        spool.rollback()
-        raise
-
-    delta = spool.delta
-    registers = spool.registers
-    if delta > 0:
-        registers = registers.subtract(LabelSet.from_proto(first.subtract_registers)).union(
-            LabelSet.from_proto(first.union_registers)
-        )
-    elif first.union_registers.labels or first.subtract_registers.labels:
-        spool.rollback()
-        raise AppendRolledBack("register modification requires a non-empty append")
-    proposal = spool.next()
-    status, _, _ = spool.apply_proposal(proposal, registers)
-    if status != Status.OK:
-        raise RuntimeError(f"primary spool refused its own commit of {replica.journal}: {status.name}")
-    broker.metrics.commit(replica.journal, delta, spool.fragment.end)
-    commit = Fragment(
-        journal=replica.journal,
-        begin=begin,
-        end=begin + delta,
-        sum=client_sum.digest() if delta else ZERO_SUM,
-        codec=spool.fragment.codec,
-    )
-    return _response(
-        Status.OK, header, commit=commit.to_proto(), registers=spool.registers.to_proto(), total_chunks=chunks
-    )
+async def _commit_only() -> AsyncIterator[pb.AppendRequest]:
+    yield pb.AppendRequest()
 
 
+async def zero_byte_append(broker: Broker, journal: str, *, suspend: int = SUSPEND.SUSPEND_NO_RESUME, force_roll: bool = False) -> AppendFSM:
+    """Runs the FSM as an empty append at this broker (the pulse and Flush); never proxies."""
+    req = pb.AppendRequest(journal=journal, do_not_proxy=True)
+    req.suspend = suspend  # type: ignore[assignment]
+    fsm = AppendFSM(broker, req, force_roll=force_roll)
+    await fsm.run(_commit_only())
+    return fsm

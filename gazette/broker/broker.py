@@ -17,12 +17,13 @@ import aetcd
 import grpc
 from prometheus_client import start_http_server
 
-from gazette.broker.append import AppendRolledBack, serve_append
+from gazette.broker.append import AppendFailed, serve_append, zero_byte_append
 from gazette.broker.journals import serve_apply, serve_flush, serve_list, serve_list_fragments
 from gazette.broker.metrics import BrokerMetrics
 from gazette.broker.proxy import Proxy
 from gazette.broker.read import serve_read
 from gazette.broker.replica import Replica
+from gazette.broker.replicate import serve_replicate
 from gazette.broker.resolver import Resolver, decode_value
 from gazette.fragment.fragment import Fragment
 from gazette.fragment.persister import Persister
@@ -32,8 +33,10 @@ from gazette.keyspace.etcd import connect
 from gazette.keyspace.keyspace import KeySpace
 from gazette.protocol import broker_pb2 as pb
 from gazette.protocol import broker_pb2_grpc as pb_grpc
-from gazette.protocol.endpoints import GRPC_MESSAGE_OPTIONS
+from gazette.protocol.endpoints import GRPC_MESSAGE_OPTIONS, GRPC_SERVER_KEEPALIVE_OPTIONS
+from gazette.protocol.errors import GazetteError
 from gazette.protocol.spec import JournalSpec
+from gazette.protocol.status import Status
 from gazette.protocol.validate import validate_suffix, validate_zone
 
 log = logging.getLogger(__name__)
@@ -84,7 +87,8 @@ class Broker:
         self._metrics_server: Any = None
         self._lease: aetcd.Lease | None = None
         self._tasks: list[asyncio.Task] = []
-        self._replica_stops: set[asyncio.Task] = set()
+        self._background: set[asyncio.Task] = set()
+        self.lease_lost = asyncio.Event()
         self._reconcile_wakeup = asyncio.Event()
         self._stopping = False
 
@@ -99,7 +103,7 @@ class Broker:
         await self.persister.start()
 
         self._server = grpc.aio.server(
-            options=[*GRPC_MESSAGE_OPTIONS, ("grpc.so_reuseport", 0)]
+            options=[*GRPC_MESSAGE_OPTIONS, *GRPC_SERVER_KEEPALIVE_OPTIONS, ("grpc.so_reuseport", 0)]
         )
         pb_grpc.add_JournalServicer_to_server(JournalService(self), self._server)
         bound = self._server.add_insecure_port(f"{self.host}:{self.port}")
@@ -143,8 +147,8 @@ class Broker:
             t.cancel()
         await asyncio.gather(*self._tasks[1:], return_exceptions=True)
         await asyncio.gather(*(r.stop() for r in self.replicas.values()), return_exceptions=True)
-        if self._replica_stops:
-            await asyncio.gather(*self._replica_stops, return_exceptions=True)
+        while self._background:
+            await asyncio.gather(*self._background, return_exceptions=True)
         self.replicas.clear()
         await self.persister.stop(drain=graceful)
         if keep_alive is not None:
@@ -179,11 +183,34 @@ class Broker:
         while True:
             await asyncio.sleep(max(self.lease_ttl_s / 3.0, 0.5))
             try:
-                await self._lease.refresh()
+                resp = await self._lease.refresh()
             except asyncio.CancelledError:
                 raise
             except Exception as exc:  # etcd unreachable: keep trying until the lease expires
                 log.warning("lease keep-alive of %s#%s failed: %s", self.zone, self.suffix, exc)
+                continue
+            if _lease_expired(resp):
+                # Our assignments are gone and others own our journals now: stop at once, without
+                # persisting spools (their acknowledged content lives on the other replicas).
+                log.error("broker %s#%s lost its etcd lease; stopping", self.zone, self.suffix)
+                self.lease_lost.set()
+                self.background(self.stop(graceful=False), "stop after lease loss")
+                return
+
+    def background(self, coro, name: str) -> asyncio.Task:
+        """Starts a task the broker owns and awaits on stop (pipeline shutdowns, replica stops)."""
+        task = asyncio.create_task(coro, name=name)
+        self._background.add(task)
+        task.add_done_callback(self._background.discard)
+        return task
+
+    async def pulse(self, journal: str) -> None:
+        """A zero-byte append at this broker (reference 4.3); failures are the caller's to log."""
+        fsm = await zero_byte_append(self, journal)
+        if fsm.err is not None:
+            raise fsm.err
+        if fsm.status not in (Status.OK, Status.NOT_JOURNAL_PRIMARY_BROKER, Status.SUSPENDED):
+            raise GazetteError(fsm.status, f"pulse of {journal}")
 
     async def sign_url(self, fragment: Fragment, ttl_s: float) -> str:
         store = get_store(fragment.backing_store)
@@ -200,24 +227,26 @@ class Broker:
         """Creates replicas for journals newly assigned here; stops those no longer assigned."""
         if self._stopping:
             return
-        assigned: dict[str, tuple[JournalSpec, int]] = {}
+        assigned: dict[str, tuple[JournalSpec, int, bool]] = {}
         for kv in self.ks.prefixed(layout.assign_prefix(self.root)):
             key = layout.parse_assignment_key(self.root, kv.key)
             if (key.zone, key.suffix) != self.id:
                 continue
             item = self.ks.get(layout.item_key(self.root, key.item))
             if item is not None:
-                assigned[key.item] = (item.decoded, item.create_revision)
+                assigned[key.item] = (item.decoded, item.create_revision, key.slot == 0)
         for journal, replica in list(self.replicas.items()):
             now = assigned.get(journal)
             if now is None or now[1] != replica.create_revision:
+                # No longer ours: what the spool holds was replicated, so persist it as a replica
+                # does (after a delay, skipping what the primary stored).
+                replica.is_primary = False
                 del self.replicas[journal]
-                task = asyncio.create_task(replica.stop(), name=f"stop replica {journal}")
-                self._replica_stops.add(task)
-                task.add_done_callback(self._replica_stops.discard)
+                self.background(replica.stop(), f"stop replica {journal}")
             else:
                 replica.update_spec(now[0])
-        for journal, (spec, create_rev) in assigned.items():
+                replica.is_primary = now[2]
+        for journal, (spec, create_rev, primary) in assigned.items():
             if journal not in self.replicas:
                 replica = Replica(
                     spec,
@@ -225,7 +254,10 @@ class Broker:
                     self.persister,
                     spool_dir=self.spool_dir,
                     metrics=self.metrics,
+                    pulse=self.pulse,
+                    route_changed=self.resolver.invalidation,
                 )
+                replica.is_primary = primary
                 self.replicas[journal] = replica
                 replica.start()
 
@@ -264,17 +296,18 @@ class JournalService(pb_grpc.JournalServicer):
         self.b.metrics.started.labels("Append").inc()
         try:
             resp = await serve_append(self.b, request_iterator, context)
-        except AppendRolledBack as exc:
-            self._done("Append", "ROLLED_BACK")
-            await context.abort(grpc.StatusCode.ABORTED, f"append rolled back: {exc}")
+        except AppendFailed as exc:
+            self._done("Append", "FAILED")
+            await context.abort(exc.code, str(exc))
             raise
         self._done("Append", resp.status)
         return resp
 
-    async def Replicate(self, request_iterator, context):
-        await context.abort(
-            grpc.StatusCode.UNIMPLEMENTED, "replication between brokers is not part of this release"
-        )
+    async def Replicate(self, request_iterator, context) -> AsyncIterator[pb.ReplicateResponse]:
+        self.b.metrics.started.labels("Replicate").inc()
+        async for resp in serve_replicate(self.b, request_iterator, context):
+            yield resp
+        self._done("Replicate", 0)
 
     async def ListFragments(self, request, context) -> pb.FragmentsResponse:
         self.b.metrics.started.labels("ListFragments").inc()
@@ -287,3 +320,9 @@ class JournalService(pb_grpc.JournalServicer):
         resp = await serve_flush(self.b, request, context)
         self._done("Flush", resp.status)
         return resp
+
+
+def _lease_expired(resp: Any) -> bool:
+    """etcd answers a keep-alive of an expired (or revoked) lease with TTL <= 0."""
+    ttl = getattr(resp, "TTL", None)
+    return ttl is not None and ttl <= 0

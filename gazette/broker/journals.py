@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING
 import aetcd
 import grpc
 
+from gazette.broker.append import zero_byte_append
 from gazette.fragment.health import health_of
 from gazette.keyspace import layout
 from gazette.protocol import broker_pb2 as pb
@@ -176,8 +177,12 @@ async def serve_flush(broker: Broker, req: pb.FlushRequest, context: grpc.aio.Se
         return pb.FlushResponse(status=to_pb(res.status), header=res.header)
     if res.replica is None:
         return await broker.proxy.flush(res, req)
+    fsm = await zero_byte_append(broker, req.journal, force_roll=True)
+    if fsm.err is not None or fsm.status != Status.OK:
+        status = fsm.status if fsm.status != Status.OK else Status.INSUFFICIENT_JOURNAL_BROKERS
+        return pb.FlushResponse(status=to_pb(status), header=res.header, store_error=str(fsm.err or ""))
     try:
-        persisted = await asyncio.wait_for(res.replica.flush(), FLUSH_TIMEOUT_S)
+        persisted = await asyncio.wait_for(res.replica.wait_persisted(), FLUSH_TIMEOUT_S)
     except (TimeoutError, GazetteError) as exc:
         # The store is down or refused: the rolled spool stays queued in the persister, which
         # keeps retrying; nothing committed is dropped.

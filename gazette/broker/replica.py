@@ -1,9 +1,11 @@
 """Replica: a broker's local state for one assigned journal (reference 4.6).
 
-Owns the journal's Index, its Spool (guarded by `pipeline`, an asyncio.Lock whose holder alone may
-mutate the spool: Go's 1-slot channel), the refresh task that lists the stores every
-`refresh_interval`, and hands completed spools to the broker's Persister. Started and stopped in
-one place by the Broker; stopping rolls the spool so its content is persisted.
+Owns the journal's Index, its Spool and two 1-slot queues, Go's channels: `spool_slot` holds the
+Spool while nobody owns it (a pipeline at the primary, or a Replicate stream at a replica, takes it),
+`pipeline_slot` the primary's Pipeline (or None). Also owns the refresh task (lists the stores every
+`refresh_interval`) and the pulse task (a zero-byte append every minute and on route changes), and
+hands completed spools to the Persister: at once on the primary, after a delay on other replicas.
+Started and stopped in one place by the Broker; stopping rolls the spool so its content is persisted.
 """
 
 from __future__ import annotations
@@ -12,6 +14,7 @@ import asyncio
 import dataclasses
 import logging
 import time
+from collections.abc import Awaitable, Callable
 
 from gazette.broker.metrics import BrokerMetrics
 from gazette.fragment.content import list_fragments
@@ -22,11 +25,12 @@ from gazette.fragment.spool import CompletedSpool, Spool
 from gazette.fragment.spool_file import SpoolFile
 from gazette.protocol.postfix import render_postfix
 from gazette.protocol.spec import JournalSpec
-from gazette.protocol.status import Status
 
 log = logging.getLogger(__name__)
 
 REFRESH_RETRY_S = 1.0
+PULSE_INTERVAL_S = 60.0  # reference 4.3: healthCheckInterval
+PULSE_RETRY_S = 2.0  # after a failed pulse (a peer not ready yet, or gone)
 
 
 class Replica:
@@ -38,13 +42,21 @@ class Replica:
         *,
         spool_dir: str | None = None,
         metrics: BrokerMetrics | None = None,
+        pulse: Callable[[str], Awaitable[None]] | None = None,
+        route_changed: Callable[[str], asyncio.Event] | None = None,
     ) -> None:
         self.journal = spec.name
         self.spec = spec
         self.create_revision = create_revision
         self.index = Index(spec.name)
         self.spool = Spool(spec.name, self, directory=spool_dir)
-        self.pipeline = asyncio.Lock()
+        self.spool_slot: asyncio.Queue[Spool] = asyncio.Queue(maxsize=1)
+        self.spool_slot.put_nowait(self.spool)
+        self.pipeline_slot: asyncio.Queue = asyncio.Queue(maxsize=1)
+        self.pipeline_slot.put_nowait(None)
+        self.is_primary = False
+        self._pulse = pulse
+        self._route_changed = route_changed
         self._persister = persister
         self._metrics = metrics
         self._tasks: list[asyncio.Task] = []
@@ -60,16 +72,23 @@ class Replica:
     # --- lifecycle -------------------------------------------------------------------------------
     def start(self) -> None:
         self._tasks.append(asyncio.create_task(self._refresh_loop(), name=f"refresh {self.journal}"))
+        if self._pulse is not None:
+            self._tasks.append(asyncio.create_task(self._pulse_loop(), name=f"pulse {self.journal}"))
 
     async def stop(self) -> None:
         """Rolls the spool (so its content goes to the persister) and cancels owned tasks."""
         if self._stopped:
             return
         self._stopped = True
-        async with self.pipeline:
-            self.spool.close()
         for t in self._tasks:
             t.cancel()
+        pipeline = await self.pipeline_slot.get()
+        if pipeline is not None:
+            await pipeline.shutdown(expect_err=False)
+        spool = await self.spool_slot.get()  # a Replicate stream releases it when its route changes
+        spool.close()
+        self.spool_slot.put_nowait(spool)
+        self.pipeline_slot.put_nowait(None)
         for t in self._tasks:
             try:
                 await t
@@ -94,7 +113,7 @@ class Replica:
             return  # streaming-only journal: nothing is persisted
         self._unpersisted[completed.fragment] = None
         self._persister.submit(
-            completed, spec_lookup=lambda _journal: _PersistSpec(self.spec), primary=True,
+            completed, spec_lookup=lambda _journal: _PersistSpec(self.spec), primary=self.is_primary,
             on_persisted=self._on_persisted,
         )
 
@@ -128,23 +147,40 @@ class Replica:
                 wait = min(self.spec.refresh_interval, REFRESH_RETRY_S)
             self._refresh_now.clear()
             try:
-                await asyncio.wait_for(self._refresh_now.wait(), timeout=wait)
+                async with asyncio.timeout(wait):
+                    await self._refresh_now.wait()
+            except TimeoutError:
+                pass
+
+    # --- pulse -----------------------------------------------------------------------------------
+    async def _pulse_loop(self) -> None:
+        """Reference 4.3: re-syncs the pipeline after route changes (so assignment values get
+        rewritten and the allocator can finish migrations) and rolls on flush boundaries."""
+        assert self._pulse is not None
+        while True:
+            changed = self._route_changed(self.journal) if self._route_changed else None
+            wait = PULSE_INTERVAL_S
+            if self.is_primary:
+                try:
+                    await self._pulse(self.journal)
+                except asyncio.CancelledError:
+                    raise
+                except Exception as exc:
+                    log.info("pulse of %s failed: %s", self.journal, exc)
+                    wait = PULSE_RETRY_S
+            if changed is None:
+                await asyncio.sleep(wait)
+                continue
+            try:
+                async with asyncio.timeout(wait):
+                    await changed.wait()
             except TimeoutError:
                 pass
 
     # --- flush -----------------------------------------------------------------------------------
-    async def flush(self) -> Fragment | None:
-        """Rolls the spool and waits until it and every spool completed before it are persisted.
-
-        Returns the last persisted fragment, or None when there was nothing to persist.
-        """
-        async with self.pipeline:
-            frag = self.spool.fragment
-            if frag.length:
-                roll = self.spool.roll_to(frag.end, self.spec.compression)
-                status, _, _ = self.spool.apply_proposal(roll, self.spool.registers)
-                if status != Status.OK:
-                    raise RuntimeError(f"rolling the spool of {self.journal} failed: {status.name}")
+    async def wait_persisted(self) -> Fragment | None:
+        """Waits until every spool completed so far is persisted; returns the last one, or None
+        when there was nothing to persist (the Flush RPC rolls the spool through the pipeline first)."""
         if not self.spec.stores:
             return None
         last: Fragment | None = None

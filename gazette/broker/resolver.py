@@ -130,10 +130,7 @@ class Resolver:
 
         spec, mod_rev, create_rev = self.spec_of(journal)
         route = self.route_of(journal)
-        invalidated = self._invalidations.get(journal)
-        if invalidated is None:
-            invalidated = self._invalidations[journal] = asyncio.Event()
-            self._last_state[journal] = self._state(journal)
+        invalidated = self.invalidation(journal)
 
         def done(status: Status, process_id: ProcessID | None = None) -> Resolution:
             return Resolution(
@@ -170,6 +167,14 @@ class Resolver:
         if chosen != self.self_id:
             res.replica = None
         return res
+
+    def invalidation(self, journal: str) -> asyncio.Event:
+        """The event set on the next change of the journal's spec or assignments."""
+        event = self._invalidations.get(journal)
+        if event is None:
+            event = self._invalidations[journal] = asyncio.Event()
+            self._last_state[journal] = self._state(journal)
+        return event
 
     def on_keyspace_change(self) -> None:
         """Fires invalidation events of journals whose spec or assignments changed (KeySpace observer)."""

@@ -223,7 +223,8 @@ class Persister:
             self._wake.clear()
             try:
                 timeout = None if next_due is None else max(0.0, next_due - now)
-                await asyncio.wait_for(self._wake.wait(), timeout)
+                async with asyncio.timeout(timeout):  # not wait_for: 3.11's can swallow a cancel
+                    await self._wake.wait()
             except TimeoutError:
                 pass
 

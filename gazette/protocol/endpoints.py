@@ -9,6 +9,21 @@ GRPC_MESSAGE_OPTIONS = [
     ("grpc.max_send_message_length", GRPC_MAX_MESSAGE_BYTES),
 ]
 
+# Broker-to-broker channels ping idle streams, so a peer that stopped (SIGSTOP, a dead host) breaks
+# its Replicate streams within seconds instead of holding a spool forever.
+GRPC_PEER_KEEPALIVE_OPTIONS = [
+    ("grpc.keepalive_time_ms", 2000),
+    ("grpc.keepalive_timeout_ms", 4000),
+    ("grpc.keepalive_permit_without_calls", 1),
+    ("grpc.http2.max_pings_without_data", 0),
+]
+# Servers accept those pings (the default policy answers pings more often than 5 min with GOAWAY).
+GRPC_SERVER_KEEPALIVE_OPTIONS = [
+    ("grpc.http2.min_recv_ping_interval_without_data_ms", 1000),
+    ("grpc.http2.max_ping_strikes", 0),
+    ("grpc.keepalive_permit_without_calls", 1),
+]
+
 
 def grpc_target(endpoint: str) -> str:
     """`http://host:port` -> `host:port` (the form grpc channels take)."""

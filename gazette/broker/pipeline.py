@@ -1,0 +1,231 @@
+"""Pipeline: the in-flight replication pipeline of one journal at its primary (reference 4.2).
+
+It holds the primary's Spool and one long-lived Replicate stream to every other member of the route.
+`scatter` sends a request to every peer and applies it to the local spool; acknowledgements are read
+in order by whoever holds the receive side, so several appends can be in flight (full duplex).
+Ownership: the send side belongs to the holder of the replica's pipeline slot; the receive side to
+the FSM whose read barrier is set. The spool goes back to the replica's spool slot on `close_send`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Callable
+
+import grpc
+
+from gazette.broker.resolver import route_equivalent
+from gazette.fragment.fragment import Fragment
+from gazette.fragment.spool import Spool
+from gazette.protocol import broker_pb2 as pb
+from gazette.protocol import broker_pb2_grpc as pb_grpc
+from gazette.protocol.labels import LabelSet
+from gazette.protocol.status import Status
+
+log = logging.getLogger(__name__)
+
+
+class PipelineError(Exception):
+    """A peer of the pipeline failed; the append that saw it fails and the pipeline is dropped."""
+
+
+def member_name(m: pb.ProcessSpec.ID) -> str:
+    return f"{m.zone}#{m.suffix}"
+
+
+class Pipeline:
+    def __init__(
+        self,
+        header: pb.Header,
+        spool: Spool,
+        spool_slot: asyncio.Queue[Spool],
+        stub_for: Callable[[str], pb_grpc.JournalStub],
+    ) -> None:
+        route = header.route
+        if route.primary < 0:
+            raise ValueError("a pipeline needs a route with a primary")
+        self.header = header
+        self.route = route
+        self.spool = spool
+        self._spool_slot = spool_slot
+        n = len(route.members)
+        self.streams: list[grpc.aio.StreamStreamCall | None] = [None] * n
+        self.send_errs: list[BaseException | None] = [None] * n
+        self.recv_errs: list[BaseException | None] = [None] * n
+        self.recv_resp: list[pb.ReplicateResponse | None] = [None] * n
+        self._read_barrier = asyncio.Event()
+        self._read_barrier.set()
+        self._spool_returned = False
+        for i, member in enumerate(route.members):
+            if i == route.primary:
+                continue
+            endpoint = route.endpoints[i] if i < len(route.endpoints) else ""
+            if not endpoint:
+                self.send_errs[i] = PipelineError(f"peer {member_name(member)} has no endpoint")
+                continue
+            self.streams[i] = stub_for(endpoint).Replicate()
+
+    @property
+    def peers(self) -> int:
+        return sum(1 for s in self.streams if s is not None)
+
+    # --- send side -------------------------------------------------------------------------------
+    async def scatter(self, req: pb.ReplicateRequest) -> None:
+        """Sends `req` to every peer whose stream is healthy, then applies it to the local spool."""
+        for i, stream in enumerate(self.streams):
+            if stream is None or self.send_errs[i] is not None:
+                continue
+            out = req
+            if req.HasField("header"):
+                out = pb.ReplicateRequest()
+                out.CopyFrom(req)
+                out.header.process_id.CopyFrom(self.route.members[i])
+            try:
+                await stream.write(out)
+            except asyncio.CancelledError:
+                raise
+            except BaseException as exc:  # the real cause is read on receive
+                self.send_errs[i] = exc
+        spool = self.spool
+        if req.HasField("proposal"):
+            status, _, _ = spool.apply_proposal(Fragment.from_proto(req.proposal), LabelSet.from_proto(req.registers))
+            if status != Status.OK:
+                # Proposals are derived from this very spool: a refusal is a bug, not a peer fault.
+                raise RuntimeError(f"primary spool of {spool.journal} refused its own proposal: {status.name}")
+        else:
+            spool.apply_content(req.content, req.content_delta)
+
+    def send_err(self) -> PipelineError | None:
+        for i, err in enumerate(self.send_errs):
+            if err is not None:
+                return PipelineError(f"send to {member_name(self.route.members[i])}: {_describe(err)}")
+        return None
+
+    async def close_send(self) -> None:
+        """Rolls back partial local content, returns the spool, and half-closes every peer stream."""
+        if self._spool_returned:
+            return
+        self._spool_returned = True
+        self.spool.rollback()
+        self._spool_slot.put_nowait(self.spool)
+        for i, stream in enumerate(self.streams):
+            if stream is not None and self.send_errs[i] is None:
+                try:
+                    await stream.done_writing()
+                except asyncio.CancelledError:
+                    raise
+                except BaseException as exc:
+                    self.send_errs[i] = exc
+
+    # --- receive side ----------------------------------------------------------------------------
+    def barrier(self) -> tuple[asyncio.Event, asyncio.Event]:
+        """Installs a read barrier: wait on the first event, read responses, then set the second."""
+        wait_for, self._read_barrier = self._read_barrier, asyncio.Event()
+        return wait_for, self._read_barrier
+
+    async def gather(self) -> None:
+        """Receives one response from every healthy peer."""
+        for i, stream in enumerate(self.streams):
+            if stream is None or self.recv_errs[i] is not None:
+                continue
+            try:
+                resp = await stream.read()
+            except asyncio.CancelledError:
+                raise
+            except BaseException as exc:
+                self.recv_errs[i] = exc
+                continue
+            if resp is grpc.aio.EOF:
+                self.recv_errs[i] = PipelineError("unexpected EOF")
+            else:
+                self.recv_resp[i] = resp
+
+    async def gather_ok(self) -> None:
+        await self.gather()
+        for i, stream in enumerate(self.streams):
+            resp = self.recv_resp[i]
+            if stream is None or self.recv_errs[i] is not None or resp is None:
+                continue
+            if resp.status != pb.OK:
+                self.recv_errs[i] = PipelineError(f"unexpected {pb.Status.Name(resp.status)} response")
+
+    async def gather_sync(self) -> tuple[int, LabelSet | None, int]:
+        """Gathers sync responses: (roll_to_offset, roll_to_registers, read_through_revision), all
+        zero/None when every peer agreed (reference 4.1 RecvPipelineSync)."""
+        await self.gather()
+        roll_to, roll_registers, read_through = 0, None, 0
+        end = self.spool.fragment.end
+        for i, stream in enumerate(self.streams):
+            resp = self.recv_resp[i]
+            if stream is None or self.recv_errs[i] is not None or resp is None:
+                continue
+            if resp.status == pb.OK:
+                continue
+            if resp.status == pb.WRONG_ROUTE:
+                if not route_equivalent(resp.header.route, self.route) and resp.header.etcd.revision > self.header.etcd.revision:
+                    read_through = max(read_through, resp.header.etcd.revision)
+                else:
+                    self.recv_errs[i] = PipelineError(f"unexpected WRONG_ROUTE: {resp.header}")
+            elif resp.status == pb.PROPOSAL_MISMATCH:
+                peer_end = resp.fragment.end
+                if peer_end > end:
+                    if peer_end > roll_to:
+                        roll_to, roll_registers = peer_end, LabelSet.from_proto(resp.registers)
+                elif peer_end == end and resp.fragment.begin == resp.fragment.end:
+                    roll_to = max(roll_to, peer_end)
+                else:
+                    self.recv_errs[i] = PipelineError(
+                        f"unexpected PROPOSAL_MISMATCH: peer has [{resp.fragment.begin}, {peer_end}), "
+                        f"registers {LabelSet.from_proto(resp.registers)}"
+                    )
+            else:
+                self.recv_errs[i] = PipelineError(f"unexpected {pb.Status.Name(resp.status)} response")
+            self.recv_resp[i] = None
+        return roll_to, roll_registers, read_through
+
+    async def gather_eof(self) -> None:
+        """Reads the expected end of every healthy peer stream after a half-close."""
+        for i, stream in enumerate(self.streams):
+            if stream is None or self.recv_errs[i] is not None:
+                continue
+            try:
+                resp = await stream.read()
+            except asyncio.CancelledError:
+                raise
+            except BaseException as exc:
+                self.recv_errs[i] = exc
+                continue
+            if resp is not grpc.aio.EOF:
+                self.recv_errs[i] = PipelineError(f"unexpected response {resp.status} instead of EOF")
+
+    def recv_err(self) -> PipelineError | None:
+        for i, err in enumerate(self.recv_errs):
+            if err is not None:
+                return PipelineError(f"recv from {member_name(self.route.members[i])}: {_describe(err)}")
+        return None
+
+    # --- teardown --------------------------------------------------------------------------------
+    async def shutdown(self, expect_err: bool) -> None:
+        """Gracefully ends the pipeline: half-close, wait our turn, read every peer's EOF."""
+        wait_for, close_after = self.barrier()
+        try:
+            await self.close_send()
+            await wait_for.wait()
+            await self.gather_eof()
+            if not expect_err and (err := self.recv_err() or self.send_err()) is not None:
+                log.warning("tearing down pipeline of %s: %s", self.spool.journal, err)
+        finally:
+            close_after.set()
+            self.cancel_streams()
+
+    def cancel_streams(self) -> None:
+        for stream in self.streams:
+            if stream is not None:
+                stream.cancel()
+
+
+def _describe(exc: BaseException) -> str:
+    if isinstance(exc, grpc.aio.AioRpcError):
+        return f"{exc.code().name}: {exc.details()}"
+    return str(exc) or type(exc).__name__

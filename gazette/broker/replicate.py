@@ -1,0 +1,150 @@
+"""The Replicate RPC, a replica's side of the pipeline (reference 3.7).
+
+The first request carries the primary's header; once the route it names is the one this broker
+resolves, the stream owns the replica's spool and applies every request to it, acknowledging those
+that ask. The stream ends (and the spool is rolled back and released) when the primary closes it, a
+request fails, or this broker sees the journal's route change: a primary that lost its route must not
+go on writing here (reference 12, item 9).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import AsyncIterator
+from typing import TYPE_CHECKING
+
+import grpc
+
+from gazette.broker.resolver import route_equivalent
+from gazette.fragment.fragment import Fragment
+from gazette.fragment.spool import Spool, SpoolError
+from gazette.protocol import broker_pb2 as pb
+from gazette.protocol.labels import LabelSet
+from gazette.protocol.status import Status, to_pb
+from gazette.protocol.validate import validate_journal_name
+from gazette.tasks import cancel_and_wait
+
+if TYPE_CHECKING:
+    from gazette.broker.broker import Broker
+
+log = logging.getLogger(__name__)
+
+REPLICA_WAIT_S = 0.02
+
+
+def apply_replicate(spool: Spool, req: pb.ReplicateRequest) -> pb.ReplicateResponse:
+    """Applies one request to the spool: a proposal (with registers) or content (with its delta)."""
+    if req.HasField("proposal"):
+        if req.content:
+            raise SpoolError("a ReplicateRequest carries either a proposal or content, not both")
+        if not req.HasField("registers"):
+            raise SpoolError("a ReplicateRequest proposal must carry registers")
+        status, frag, registers = spool.apply_proposal(
+            Fragment.from_proto(req.proposal), LabelSet.from_proto(req.registers)
+        )
+        resp = pb.ReplicateResponse(status=to_pb(status))
+        if status != Status.OK:
+            resp.fragment.CopyFrom(frag.to_proto())
+            resp.registers.CopyFrom(registers.to_proto())
+        return resp
+    if req.HasField("registers") or req.acknowledge:
+        raise SpoolError("a content ReplicateRequest carries only content and content_delta")
+    spool.apply_content(req.content, req.content_delta)
+    return pb.ReplicateResponse(status=to_pb(Status.OK))
+
+
+async def serve_replicate(
+    broker: Broker, requests: AsyncIterator[pb.ReplicateRequest], context: grpc.aio.ServicerContext
+) -> AsyncIterator[pb.ReplicateResponse]:
+    try:
+        first = await anext(requests)
+    except StopAsyncIteration:
+        return
+    journal = first.proposal.journal
+    problem = None
+    if not first.HasField("header") or not first.HasField("proposal") or not first.acknowledge:
+        problem = "the first ReplicateRequest must carry a header and a proposal with acknowledge"
+    else:
+        try:
+            validate_journal_name(journal)
+        except Exception as exc:
+            problem = str(exc)
+    if problem:
+        await context.abort(grpc.StatusCode.INVALID_ARGUMENT, problem)
+
+    while True:
+        res = await broker.resolver.resolve(journal, require_primary=False, may_proxy=False, proxy_header=first.header)
+        if res.status != Status.OK:
+            yield pb.ReplicateResponse(status=to_pb(res.status), header=res.header)
+            return
+        if not route_equivalent(res.header.route, first.header.route):
+            yield pb.ReplicateResponse(status=to_pb(Status.WRONG_ROUTE), header=res.header)
+            return
+        replica = res.replica
+        assert res.invalidated is not None
+        if replica is None:
+            await asyncio.sleep(REPLICA_WAIT_S)  # assigned here, replica not built yet
+            continue
+        if replica.spool_slot.qsize():
+            spool = replica.spool_slot.get_nowait()
+            break
+        getter = asyncio.ensure_future(replica.spool_slot.get())
+        changed = asyncio.ensure_future(res.invalidated.wait())
+        try:
+            await asyncio.wait({getter, changed}, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            changed.cancel()
+            if not getter.done():
+                getter.cancel()
+        if getter.done() and not getter.cancelled():
+            spool = getter.result()
+            break
+
+    handler = asyncio.current_task()
+    assert handler is not None
+    route_changed = False
+
+    async def watch_route() -> None:
+        nonlocal route_changed
+        while True:
+            await broker.resolver.invalidation(journal).wait()
+            if not route_equivalent(broker.resolver.route_of(journal), first.header.route):
+                route_changed = True
+                handler.cancel()
+                return
+
+    watcher = asyncio.create_task(watch_route(), name=f"replicate route watch {journal}")
+    header: pb.Header | None = res.header
+    req = first
+    try:
+        while True:
+            try:
+                resp = apply_replicate(spool, req)
+            except SpoolError as exc:
+                log.warning("Replicate of %s failed: %s", journal, exc)
+                await context.abort(grpc.StatusCode.FAILED_PRECONDITION, str(exc))
+            if req.acknowledge:
+                if header is not None:
+                    resp.header.CopyFrom(header)
+                    header = None
+                yield resp
+            elif resp.status != pb.OK:
+                await context.abort(
+                    grpc.StatusCode.FAILED_PRECONDITION,
+                    f"no acknowledgement requested but the proposal was refused ({pb.Status.Name(resp.status)})",
+                )
+            try:
+                req = await anext(requests)
+            except StopAsyncIteration:
+                return
+    except asyncio.CancelledError:
+        if not route_changed:
+            raise
+        if handler.cancelling():
+            handler.uncancel()
+        log.info("Replicate of %s ended: the journal's route changed", journal)
+    finally:
+        await cancel_and_wait(watcher)
+        spool.rollback()
+        replica.spool_slot.put_nowait(spool)
