@@ -20,15 +20,15 @@ from typing import TYPE_CHECKING
 
 import grpc
 
+from gazette.allocator.journals import journal_desired_replication, route_equivalent
 from gazette.broker.assignments import (
     assignments_match,
     assignments_of,
-    desired_replication,
     update_assignments,
     update_suspend,
 )
 from gazette.broker.pipeline import Pipeline
-from gazette.broker.resolver import Resolution, route_equivalent
+from gazette.broker.resolver import Resolution
 from gazette.fragment.fragment import ZERO_SUM, Codec, Fragment
 from gazette.fragment.health import health_of
 from gazette.protocol import broker_pb2 as pb
@@ -315,7 +315,7 @@ class AppendFSM:
     async def _on_await_desired_replicas(self) -> None:
         res = self.res
         assert res is not None and res.spec is not None
-        n, desired = len(res.route.members), desired_replication(res.spec, self.broker.max_replication)
+        n, desired = len(res.route.members), journal_desired_replication(res.spec, self.broker.max_replication)
         local = res.header.process_id.zone == self.broker.zone and res.header.process_id.suffix == self.broker.suffix
         if n > desired:
             # The allocator is mid-migration: never append to N > R members nor proxy to an outgoing primary.

@@ -11,20 +11,11 @@ import dataclasses
 
 import aetcd
 
-from gazette.broker.resolver import route_equivalent
+from gazette.allocator.journals import route_equivalent
 from gazette.keyspace import layout
 from gazette.keyspace.keyspace import KeySpace, KeyValue
 from gazette.protocol import broker_pb2 as pb
 from gazette.protocol.spec import JournalSpec, SuspendLevel
-
-
-def desired_replication(spec: JournalSpec, max_replication: int) -> int:
-    """Replication capped by the broker's limit; 1 when partially suspended, 0 when fully."""
-    if spec.suspend_level == SuspendLevel.FULL:
-        return 0
-    if spec.suspend_level == SuspendLevel.PARTIAL:
-        return 1
-    return min(spec.replication, max_replication)
 
 
 def assignments_of(ks: KeySpace, journal: str) -> list[KeyValue]:

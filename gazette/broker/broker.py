@@ -17,6 +17,7 @@ import aetcd
 import grpc
 from prometheus_client import start_http_server
 
+from gazette.allocator import Allocator, Session, announce, broker_spec_exiting, journal_adapter
 from gazette.broker.append import AppendFailed, serve_append, zero_byte_append
 from gazette.broker.journals import serve_apply, serve_flush, serve_list, serve_list_fragments
 from gazette.broker.metrics import BrokerMetrics
@@ -45,6 +46,7 @@ DEFAULT_ROOT = "/gazette/cluster"
 DEFAULT_LEASE_TTL_S = 20
 DEFAULT_MAX_REPLICATION = 9
 GRACEFUL_STOP_S = 5.0
+DEFAULT_EXIT_DRAIN_S = 60.0  # how long a graceful stop waits for the allocator to move journals away
 
 
 class Broker:
@@ -63,6 +65,7 @@ class Broker:
         max_replication: int = DEFAULT_MAX_REPLICATION,
         spool_dir: str | None = None,
         watch_apply_delay_s: float = 0.03,
+        exit_drain_s: float = DEFAULT_EXIT_DRAIN_S,
     ) -> None:
         self.etcd_endpoint = etcd_endpoint
         self.root = root.rstrip("/")
@@ -85,10 +88,11 @@ class Broker:
         self.metrics_endpoint = ""
         self._server: grpc.aio.Server | None = None
         self._metrics_server: Any = None
-        self._lease: aetcd.Lease | None = None
         self._tasks: list[asyncio.Task] = []
         self._background: set[asyncio.Task] = set()
         self.lease_lost = asyncio.Event()
+        self.stopped = asyncio.Event()
+        self.exit_drain_s = exit_drain_s
         self._reconcile_wakeup = asyncio.Event()
         self._stopping = False
 
@@ -113,89 +117,103 @@ class Broker:
         self.ks = KeySpace(self.etcd, self.root, decode_value(self.root), self.watch_apply_delay_s)
         self.resolver = Resolver(self.ks, self.id, self.replicas)
 
-        self._lease = await self.etcd.lease(self.lease_ttl_s)
-        await self._announce(exiting=False)
+        self.session = await Session.grant(self.etcd, self.lease_ttl_s)
+        self.session.add_lost_callback(self._on_lease_lost)
+        member_key = layout.member_key(self.root, self.zone, self.suffix)
+        self.announcement = await announce(
+            self.etcd, member_key, self._broker_spec().SerializeToString(), self.session,
+            retry_interval_s=max(1.0, self.lease_ttl_s / 4), mark_exiting=broker_spec_exiting,
+        )
         await self.ks.start()
         self.ks.add_observer(self.resolver.on_keyspace_change)
         self.ks.add_observer(self._reconcile_wakeup.set)
+        self.allocator = Allocator(
+            self.etcd, self.ks, member_key, journal_adapter(self.max_replication),
+            min_revision=self.announcement.revision,
+        )
+        self.allocator.start()
         await self._server.start()
         if self.metrics_port is not None:
             self._metrics_server, _ = start_http_server(self.metrics_port, self.host, self.metrics.registry)
             self.metrics_endpoint = f"http://{self.host}:{self._metrics_server.server_port}/metrics"
-        self._tasks.append(asyncio.create_task(self._keep_alive(), name="lease keep-alive"))
         self._tasks.append(asyncio.create_task(self._reconcile_loop(), name="replica reconcile"))
         self._reconcile()
         log.info("broker %s#%s serving at %s", self.zone, self.suffix, self.endpoint)
         return self
 
     async def stop(self, graceful: bool = True) -> None:
-        """Stops serving; gracefully, rolls and persists every spool before the lease is revoked."""
+        """Stops serving. Gracefully: announces it is exiting, waits (up to `exit_drain_s`) for the
+        allocator to move its journals away, then rolls and persists every spool before the lease
+        is revoked, so nothing committed here is left unpersisted."""
         if self._stopping:
             return
         self._stopping = True
-        if graceful:
+        if graceful and not self.session.lost:
             try:
-                await self._announce(exiting=True)
+                await self.announcement.set_exiting()
+                async with asyncio.timeout(self.exit_drain_s):
+                    await self._drain_assignments()
+            except TimeoutError:
+                log.warning("broker %s#%s still had assignments after %.0f s; stopping anyway",
+                            self.zone, self.suffix, self.exit_drain_s)
             except Exception as exc:
-                log.warning("could not announce exiting: %s", exc)
+                log.warning("could not drain assignments before exiting: %s", exc)
         if self._server is not None:
             await self._server.stop(GRACEFUL_STOP_S if graceful else 0)
-        # The lease keep-alive runs until the persister has drained: the member key (and the
-        # assignments under its lease) must outlive this broker's unpersisted spools.
-        keep_alive = self._tasks[0] if self._tasks else None
-        for t in self._tasks[1:]:
+        await self.allocator.stop()
+        for t in self._tasks:
             t.cancel()
-        await asyncio.gather(*self._tasks[1:], return_exceptions=True)
+        await asyncio.gather(*self._tasks, return_exceptions=True)
+        self._tasks.clear()
         await asyncio.gather(*(r.stop() for r in self.replicas.values()), return_exceptions=True)
+        self.replicas.clear()
         while self._background:
             await asyncio.gather(*self._background, return_exceptions=True)
-        self.replicas.clear()
-        await self.persister.stop(drain=graceful)
-        if keep_alive is not None:
-            keep_alive.cancel()
-            await asyncio.gather(keep_alive, return_exceptions=True)
-        self._tasks.clear()
+        # The lease outlives the persister's drain: the member key (and the assignments under it)
+        # must outlive this broker's unpersisted spools.
+        await self.persister.stop(drain=graceful and not self.session.lost)
         await self.ks.stop()
-        if self._lease is not None:
-            try:
-                await self._lease.revoke()
-            except Exception as exc:
-                log.warning("could not revoke lease: %s", exc)
+        await self.session.close(revoke=True)
         await self.proxy.close()
         if self._metrics_server is not None:
             self._metrics_server.shutdown()
             self._metrics_server.server_close()
         await self.etcd.close()
+        self.stopped.set()
 
-    async def _announce(self, exiting: bool) -> None:
-        spec = pb.BrokerSpec(
+    async def _drain_assignments(self) -> None:
+        """Waits until the allocator moved every journal away, or until no live, non-exiting broker
+        is left to take them (then the spools are rolled and persisted instead)."""
+        exited = asyncio.ensure_future(self.allocator.wait_exited())
+        try:
+            while not exited.done():
+                members = self.ks.prefixed(layout.members_prefix(self.root))
+                if not any(not kv.decoded.exiting for kv in members):
+                    return
+                change = asyncio.ensure_future(self.ks.wait_for_change())
+                try:
+                    await asyncio.wait({exited, change}, return_when=asyncio.FIRST_COMPLETED)
+                finally:
+                    change.cancel()
+            exited.result()
+        finally:
+            exited.cancel()
+
+    def _broker_spec(self) -> pb.BrokerSpec:
+        return pb.BrokerSpec(
             process_spec=pb.ProcessSpec(
                 id=pb.ProcessSpec.ID(zone=self.zone, suffix=self.suffix), endpoint=self.endpoint
             ),
             journal_limit=self.journal_limit,
-            exiting=exiting,
         )
-        key = layout.member_key(self.root, self.zone, self.suffix)
-        await self.etcd.put(key.encode(), spec.SerializeToString(), lease=self._lease)
 
-    async def _keep_alive(self) -> None:
-        assert self._lease is not None
-        while True:
-            await asyncio.sleep(max(self.lease_ttl_s / 3.0, 0.5))
-            try:
-                resp = await self._lease.refresh()
-            except asyncio.CancelledError:
-                raise
-            except Exception as exc:  # etcd unreachable: keep trying until the lease expires
-                log.warning("lease keep-alive of %s#%s failed: %s", self.zone, self.suffix, exc)
-                continue
-            if _lease_expired(resp):
-                # Our assignments are gone and others own our journals now: stop at once, without
-                # persisting spools (their acknowledged content lives on the other replicas).
-                log.error("broker %s#%s lost its etcd lease; stopping", self.zone, self.suffix)
-                self.lease_lost.set()
-                self.background(self.stop(graceful=False), "stop after lease loss")
-                return
+    def _on_lease_lost(self, reason: Exception) -> None:
+        # Our assignments are gone and others own our journals now: stop at once, without
+        # persisting spools (their acknowledged content lives on the other replicas).
+        log.error("broker %s#%s lost its etcd lease (%s); stopping", self.zone, self.suffix, reason)
+        self.lease_lost.set()
+        if not self._stopping:
+            self.background(self.stop(graceful=False), "stop after lease loss")
 
     def background(self, coro, name: str) -> asyncio.Task:
         """Starts a task the broker owns and awaits on stop (pipeline shutdowns, replica stops)."""
@@ -300,6 +318,10 @@ class JournalService(pb_grpc.JournalServicer):
             self._done("Append", "FAILED")
             await context.abort(exc.code, str(exc))
             raise
+        except grpc.aio.AioRpcError as exc:  # the broker we proxied to failed: pass its status on
+            self._done("Append", "FAILED")
+            await context.abort(exc.code(), f"proxied append failed: {exc.details()}")
+            raise
         self._done("Append", resp.status)
         return resp
 
@@ -321,8 +343,3 @@ class JournalService(pb_grpc.JournalServicer):
         self._done("Flush", resp.status)
         return resp
 
-
-def _lease_expired(resp: Any) -> bool:
-    """etcd answers a keep-alive of an expired (or revoked) lease with TTL <= 0."""
-    ttl = getattr(resp, "TTL", None)
-    return ttl is not None and ttl <= 0

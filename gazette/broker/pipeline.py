@@ -15,7 +15,7 @@ from collections.abc import Callable
 
 import grpc
 
-from gazette.broker.resolver import route_equivalent
+from gazette.allocator.journals import route_equivalent
 from gazette.fragment.fragment import Fragment
 from gazette.fragment.spool import Spool
 from gazette.protocol import broker_pb2 as pb

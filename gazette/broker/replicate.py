@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING
 
 import grpc
 
-from gazette.broker.resolver import route_equivalent
+from gazette.allocator.journals import route_equivalent
 from gazette.fragment.fragment import Fragment
 from gazette.fragment.spool import Spool, SpoolError
 from gazette.protocol import broker_pb2 as pb

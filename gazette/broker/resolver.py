@@ -42,13 +42,6 @@ def decode_value(root: str):
     return decode
 
 
-def route_equivalent(a: pb.Route, b: pb.Route) -> bool:
-    """Route equivalence compares members and primary, never endpoints (reference 1.3)."""
-    return a.primary == b.primary and [(m.zone, m.suffix) for m in a.members] == [
-        (m.zone, m.suffix) for m in b.members
-    ]
-
-
 @dataclasses.dataclass
 class Resolution:
     status: Status

@@ -238,6 +238,7 @@ def broker_serve(
     metrics_port: int = typer.Option(0, "--metrics-port"),
     lease_ttl: int = typer.Option(20, "--lease-ttl"),
     max_replication: int = typer.Option(9, "--max-replication"),
+    exit_drain: float = typer.Option(60.0, "--exit-drain", help="seconds a SIGTERM waits for journals to move away"),
     spool_dir: str | None = typer.Option(None, "--spool-dir"),
     log_level: str = typer.Option("WARNING", "--log-level"),
 ) -> None:
@@ -256,6 +257,7 @@ def broker_serve(
             metrics_port=metrics_port,
             lease_ttl_s=lease_ttl,
             max_replication=max_replication,
+            exit_drain_s=exit_drain,
             spool_dir=spool_dir,
         ),
         log_level,

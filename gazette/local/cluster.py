@@ -8,6 +8,7 @@ the owner leaves nothing behind. In-process brokers live on the facade's loop th
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 import json
 import os
@@ -20,13 +21,10 @@ import threading
 import time
 from typing import Any
 
-from gazette.allocator.static import StaticAssigner
-from gazette.broker.broker import DEFAULT_ROOT, Broker
-from gazette.broker.resolver import decode_value
+from gazette.broker.broker import DEFAULT_MAX_REPLICATION, DEFAULT_ROOT, Broker
 from gazette.client.loop import default_loop
 from gazette.client.sync import Client
-from gazette.keyspace.etcd import EmbeddedEtcd, connect
-from gazette.keyspace.keyspace import KeySpace
+from gazette.keyspace.etcd import EmbeddedEtcd
 from gazette.keyspace.procutil import spawn, terminate
 from gazette.protocol.errors import GazetteError
 from gazette.protocol.spec import JournalSpec
@@ -34,8 +32,8 @@ from gazette.protocol.spec import JournalSpec
 MODES = ("inprocess", "subprocess")
 BROKER_START_TIMEOUT_S = 60.0
 PAUSE_TIMEOUT_S = 10.0
-# Until replication lands (a later issue), brokers write each journal alone.
-DEFAULT_MAX_REPLICATION = 1
+# A gracefully stopping broker waits this long for the allocator to move its journals away.
+DEFAULT_EXIT_DRAIN_S = 15.0
 
 
 @dataclasses.dataclass
@@ -73,6 +71,7 @@ class LocalCluster:
         data_dir: str | None = None,
         etcd: str | None = None,
         max_replication: int = DEFAULT_MAX_REPLICATION,
+        exit_drain_s: float = DEFAULT_EXIT_DRAIN_S,
         log_level: str = "WARNING",
     ) -> None:
         if mode not in MODES:
@@ -86,6 +85,7 @@ class LocalCluster:
         self.zones = tuple(zones)
         self.lease_ttl_s = lease_ttl_s
         self.max_replication = max_replication
+        self.exit_drain_s = exit_drain_s
         self.log_level = log_level
         self._own_data_dir = data_dir is None
         self.data_dir = data_dir or tempfile.mkdtemp(prefix="gazette-local-")
@@ -98,8 +98,6 @@ class LocalCluster:
         self._n_brokers = brokers
         self.brokers: list[_BrokerHandle] = []
         self._loop = default_loop()
-        self._assigner: StaticAssigner | None = None
-        self._assigner_parts: tuple[Any, Any] | None = None
         self._client: Client | None = None
         self._started = False
 
@@ -114,7 +112,6 @@ class LocalCluster:
             else:
                 self._etcd = EmbeddedEtcd(data_dir=os.path.join(self.data_dir, "etcd")).start()
                 self.etcd_endpoint = self._etcd.endpoint
-            self._loop.run(self._start_assigner())
             for _ in range(self._n_brokers):
                 self.add_broker()
         except BaseException:
@@ -136,34 +133,23 @@ class LocalCluster:
             except Exception:
                 pass
             self._client = None
+        # All at once: each sees the others exiting too and stops without waiting to drain.
+        for h in self.brokers:
+            if h.proc is not None and h.proc.poll() is None:
+                h.proc.send_signal(signal.SIGTERM)
+        inprocess = [h.broker.stop(graceful=True) for h in self.brokers if h.broker is not None]
+        if inprocess:
+            self._loop.run(_gather(inprocess))
         for h in self.brokers:
             try:
                 self._stop_handle(h, graceful=True)
             except Exception:
                 pass
-        if self._assigner is not None:
-            self._loop.run(self._stop_assigner())
         if self._etcd is not None:
             self._etcd.stop()
             self._etcd = None
         if self._own_data_dir:
             shutil.rmtree(self.data_dir, ignore_errors=True)
-
-    async def _start_assigner(self) -> None:
-        etcd = connect(self.etcd_endpoint)
-        ks = KeySpace(etcd, self.root, decode_value(self.root), watch_apply_delay_s=0.01)
-        await ks.start()
-        self._assigner = StaticAssigner(etcd, ks)
-        self._assigner.start()
-        self._assigner_parts = (etcd, ks)
-
-    async def _stop_assigner(self) -> None:
-        assert self._assigner is not None and self._assigner_parts is not None
-        await self._assigner.stop()
-        etcd, ks = self._assigner_parts
-        await ks.stop()
-        await etcd.close()
-        self._assigner = None
 
     # --- brokers ---------------------------------------------------------------------------------
     def add_broker(self, zone: str | None = None) -> int:
@@ -189,6 +175,7 @@ class LocalCluster:
                 max_replication=self.max_replication,
                 spool_dir=spool_dir,
                 watch_apply_delay_s=0.01,
+                exit_drain_s=self.exit_drain_s,
             )
             self._loop.run(broker.start(), timeout=BROKER_START_TIMEOUT_S)
             h.broker, h.endpoint, h.metrics = broker, broker.endpoint, broker.metrics_endpoint
@@ -198,6 +185,7 @@ class LocalCluster:
             sys.executable, "-m", "gazette.cli.main", "broker", "serve",
             "--etcd", self.etcd_endpoint, "--root", self.root, "--zone", h.zone, "--suffix", h.suffix,
             "--port", str(port), "--lease-ttl", str(self.lease_ttl_s), "--max-replication", str(self.max_replication),
+            "--exit-drain", str(self.exit_drain_s),
             "--spool-dir", spool_dir, "--log-level", self.log_level,
         ]  # fmt: skip
         with open(h.log_path, "ab") as log_file:
@@ -283,6 +271,24 @@ class LocalCluster:
         fields.setdefault("stores", [self.store])
         return JournalSpec(name=name, **fields)
 
+    def wait_for_routes(self, journals: list[str] | None = None, timeout: float = 60.0) -> None:
+        """Waits until each journal (all, by default) has a primary and its desired replication,
+        which is when appends stop being answered with NO_JOURNAL_PRIMARY_BROKER and retried."""
+        client = self.client()
+        deadline = time.monotonic() + timeout
+        while True:
+            infos = client.list_journals()
+            pending = [
+                i.spec.name for i in infos
+                if (journals is None or i.spec.name in journals)
+                and (i.route.primary < 0 or len(i.route.members) != min(i.spec.replication, self.max_replication))
+            ]  # fmt: skip
+            if not pending:
+                return
+            if time.monotonic() > deadline:
+                raise GazetteError(0, f"journals {pending[:5]} have no full route after {timeout:.0f} s")
+            time.sleep(0.05)
+
     def flush_fragments(self) -> list:
         """Rolls every journal's spool and waits until persisted; returns the persisted fragments."""
         client = self.client()
@@ -292,6 +298,10 @@ class LocalCluster:
             if frag is not None:
                 out.append(frag)
         return out
+
+
+async def _gather(coros: list) -> None:
+    await asyncio.gather(*coros, return_exceptions=True)
 
 
 def _wait_stopped(pid: int, timeout: float = PAUSE_TIMEOUT_S) -> None:

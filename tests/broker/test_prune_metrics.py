@@ -152,6 +152,7 @@ def test_spool_commit_metrics_count_appends(cluster: LocalCluster, client) -> No
 def test_rpc_counters_use_the_reference_names(cluster: LocalCluster, client) -> None:
     journal = "metrics/rpcs/one"
     client.apply_journals([cluster.journal_spec(journal)])
+    cluster.wait_for_routes([journal])  # else the first append may be answered "no primary" and retried
     appends = 4
     for i in range(appends):
         client.append(journal, b"rpc %d\n" % i)
