@@ -120,6 +120,7 @@ class AppendFSM:
         self.client_sum = hashlib.sha1()
         self.total_chunks = 0
         self.pln_codec = Codec.NONE
+        self.rolled: Fragment | None = None
         self._cancelled = False
 
     # --- driving ---------------------------------------------------------------------------------
@@ -414,6 +415,8 @@ class AppendFSM:
         spool = pln.spool
         proposal = spool.maybe_roll(spec.fragment_length, spec.compression, spec.flush_interval, self.roll_to)
         if proposal != spool.fragment:
+            if spool.fragment.length:
+                self.rolled = spool.fragment  # completed by this roll (Flush waits for its upload)
             await pln.scatter(
                 pb.ReplicateRequest(proposal=proposal.to_proto(), registers=self.registers.to_proto(), acknowledge=False)
             )

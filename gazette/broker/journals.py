@@ -182,7 +182,7 @@ async def serve_flush(broker: Broker, req: pb.FlushRequest, context: grpc.aio.Se
         status = fsm.status if fsm.status != Status.OK else Status.INSUFFICIENT_JOURNAL_BROKERS
         return pb.FlushResponse(status=to_pb(status), header=res.header, store_error=str(fsm.err or ""))
     try:
-        persisted = await asyncio.wait_for(res.replica.wait_persisted(), FLUSH_TIMEOUT_S)
+        persisted = await asyncio.wait_for(res.replica.wait_persisted(fsm.rolled), FLUSH_TIMEOUT_S)
     except (TimeoutError, GazetteError) as exc:
         # The store is down or refused: the rolled spool stays queued in the persister, which
         # keeps retrying; nothing committed is dropped.

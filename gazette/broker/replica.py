@@ -178,14 +178,17 @@ class Replica:
                 pass
 
     # --- flush -----------------------------------------------------------------------------------
-    async def wait_persisted(self) -> Fragment | None:
-        """Waits until every spool completed so far is persisted; returns the last one, or None
-        when there was nothing to persist (the Flush RPC rolls the spool through the pipeline first)."""
+    async def wait_persisted(self, rolled: Fragment | None) -> Fragment | None:
+        """Waits until `rolled` (a spool this broker just completed) and every spool completed before
+        it are persisted; returns the last one, or None when there is nothing to persist."""
         if not self.spec.stores:
             return None
         last: Fragment | None = None
         for pending in sorted(self._unpersisted, key=lambda f: f.begin):
-            last = await self._persister.flush(pending)
+            if rolled is None or pending.begin <= rolled.begin:
+                last = await self._persister.flush(pending)
+        if rolled is not None and (last is None or last.end < rolled.end):
+            last = await self._persister.flush(rolled)  # remembered even if it finished already
         return last
 
 

@@ -209,6 +209,28 @@ def journals_flush(
             console.print(f"{info.spec.name}: {what}", soft_wrap=True)
 
 
+@journals_app.command("reset-head")
+def journals_reset_head(
+    selector: str = typer.Option(..., "-l", "--selector", help="which journals, e.g. prefix=examples/"),
+    broker: str = BrokerOpt,
+    etcd: str | None = EtcdOpt,
+) -> None:
+    """Re-sync each selected journal at its indexed head, clearing INDEX_HAS_GREATER_OFFSET.
+
+    Run it only once every broker that might still hold unpersisted writes has exited or failed:
+    the brokers refuse to guess the head themselves so as never to write an offset twice.
+    """
+    from gazette.protocol.spec import SuspendLevel
+
+    with _client(broker, etcd) as c:
+        for info in c.list_journals(selector):
+            if info.spec.suspend_level == SuspendLevel.FULL:
+                console.print(f"{info.spec.name}: fully suspended, skipped", soft_wrap=True)
+                continue
+            head = c.reset_head(info.spec.name)
+            console.print(f"{info.spec.name}: head at {head}", soft_wrap=True)
+
+
 @journals_app.command("prune")
 def journals_prune(
     selector: str = typer.Option("", "-l", "--selector"),

@@ -149,11 +149,16 @@ class AsyncClient:
         union_registers: LabelSet | dict[str, str] | None = None,
         subtract_registers: LabelSet | dict[str, str] | None = None,
         offset: int | None = None,
+        suspend: int = 0,
     ) -> AppendResult:
-        """Appends `data` atomically: all of it lands contiguously, or none of it."""
+        """Appends `data` atomically: all of it lands contiguously, or none of it.
+
+        `suspend` is an AppendRequest.Suspend value (default SUSPEND_RESUME); `reset_head` uses KEEP.
+        """
         validate_journal_name(journal, allow_meta=True)
         parts = [data] if isinstance(data, bytes | bytearray | memoryview) else list(data)
         first = pb.AppendRequest(journal=journal, offset=offset or 0)
+        first.suspend = suspend  # type: ignore[assignment]
         if check_registers is not None:
             sel = check_registers if isinstance(check_registers, LabelSelector) else LabelSelector.parse(check_registers)
             first.check_registers.CopyFrom(sel.to_proto())
@@ -182,6 +187,19 @@ class AsyncClient:
             )
         c = resp.commit
         return AppendResult(journal, c.begin, c.end, Fragment.from_proto(c).sha1, registers)
+
+    async def reset_head(self, journal: str) -> int:
+        """Reference 4.5: re-syncs the journal's pipeline at its indexed head (after consistency was
+        lost and appends fail INDEX_HAS_GREATER_OFFSET). Returns the head; a concurrent write that
+        moved the head first (WRONG_APPEND_OFFSET) is benign and returns the new head."""
+        head = await self.read_head(journal)
+        try:
+            await self.append(journal, b"", offset=head, suspend=pb.AppendRequest.SUSPEND_KEEP)
+        except GazetteError as exc:
+            if exc.status != Status.WRONG_APPEND_OFFSET:
+                raise
+            return await self.read_head(journal)
+        return head
 
     # --- read ------------------------------------------------------------------------------------
     async def read(
@@ -314,9 +332,10 @@ def _append_message(status: Status, journal: str, resp: pb.AppendResponse) -> st
         return f"append to {journal}: its fragment store is unhealthy: {resp.store_health_error}"
     if status == Status.INDEX_HAS_GREATER_OFFSET:
         return (
-            f"append to {journal}: persisted fragments extend past the broker's write position (its "
-            "spool was lost, e.g. a restart with one replica); re-sync with an empty append at the "
-            "write head: append(journal, b'', offset=read_head(journal))"
+            f"append to {journal}: persisted fragments extend past the broker's write position (every "
+            "replica's spool was lost, e.g. a restart with one replica); once no broker that might hold "
+            "unpersisted writes is left, re-sync with an empty append at the write head: "
+            f"client.reset_head({journal!r}) or `gazette journals reset-head -l name={journal}`"
         )
     if status == Status.NOT_ALLOWED:
         return f"append to {journal}: the journal is not writable (O_RDONLY)"

@@ -68,6 +68,9 @@ class Client:
             )
         )
 
+    def reset_head(self, journal: str) -> int:
+        return self._loop.run(self.aio.reset_head(journal))
+
     def read(
         self, journal: str, offset: int = 0, *, block: bool = False, end_offset: int | None = None
     ) -> Iterator[ReadChunk]:

@@ -238,3 +238,21 @@ def test_unreachable_broker_is_one_line(cluster: LocalCluster) -> None:
         stdin=subprocess.DEVNULL,
     )
     assert "UNAVAILABLE" in one_error_line(proc)
+
+
+def test_reset_head_clears_index_has_greater_offset(cluster: LocalCluster) -> None:
+    """Reference 4.5: a single-replica restart loses the write position; appends are refused until
+    `journals reset-head` re-syncs at the indexed head, and nothing persisted is overwritten."""
+    journal = "cli/reset/one"
+    client = cluster.client()
+    client.apply_journals([cluster.journal_spec(journal)])
+    client.append(journal, b"persisted\n")
+    cluster.stop_broker(0)  # graceful: the spool is persisted
+    cluster.restart_broker(0)
+    refused = gazette(cluster, "journals", "append", journal, "--data", "refused\n")
+    assert refused.returncode != 0 and b"INDEX_HAS_GREATER_OFFSET" in refused.stderr
+    assert b"reset-head" in refused.stderr  # the error names the fix
+    out = ok(gazette(cluster, "journals", "reset-head", "-l", f"name={journal}"))
+    assert f"{journal}: head at 10" in out  # len(b"persisted\n")
+    ok(gazette(cluster, "journals", "append", journal, "--data", "accepted\n"))
+    assert client.read_all(journal) == b"persisted\naccepted\n"
