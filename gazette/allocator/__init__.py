@@ -3,8 +3,7 @@
 Members announce themselves under a lease (`announce`); every member runs an `Allocator`, whose
 leader solves a min-cost max-flow (`flow`) and converges assignment keys toward it in guarded
 transactions (`converge`, `txn`). Generic over item and member values through an `AllocatorAdapter`
-(`journals` holds the brokers' one). Imports keyspace and protocol only. `static.StaticAssigner` is
-the earlier stand-in, kept until the broker switches over.
+(`journals` holds the brokers' one). Imports keyspace and protocol only.
 """
 
 from gazette.allocator.allocator import Allocator, MemberKeyLost, solve_state
