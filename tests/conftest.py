@@ -8,16 +8,24 @@ from __future__ import annotations
 
 import base64
 import json
+import os
 import urllib.request
 import uuid
 from collections.abc import AsyncIterator, Iterator
 
 import aetcd
+import hypothesis
 import pytest
 
 from gazette.keyspace.etcd import EmbeddedEtcd, connect
 
 pytest_plugins = ["fixtures_s3"]
+
+# Hypothesis profiles, chosen by GAZETTE_HYPOTHESIS_PROFILE: "ci" (default) is reproducible and
+# bounded; "soak" (make soak) explores many more examples. Tests' own @settings still win.
+hypothesis.settings.register_profile("ci", derandomize=True, max_examples=100, deadline=None)
+hypothesis.settings.register_profile("soak", max_examples=5000, deadline=None)
+hypothesis.settings.load_profile(os.environ.get("GAZETTE_HYPOTHESIS_PROFILE", "ci"))
 
 
 @pytest.fixture(scope="session")
