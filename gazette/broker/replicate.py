@@ -31,6 +31,8 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 REPLICA_WAIT_S = 0.02
+_EOF = object()
+_ROUTE_CHANGED = object()
 
 
 def apply_replicate(spool: Spool, req: pb.ReplicateRequest) -> pb.ReplicateResponse:
@@ -101,20 +103,41 @@ async def serve_replicate(
             spool = getter.result()
             break
 
-    handler = asyncio.current_task()
-    assert handler is not None
-    route_changed = False
+    # One queue carries the primary's requests (pumped by a task of ours) and, from the route
+    # watcher, a sentinel: the stream then ends normally, without cancelling gRPC's own task.
+    inbox: asyncio.Queue = asyncio.Queue()
+
+    async def pump() -> None:
+        try:
+            async for r in requests:
+                inbox.put_nowait(r)
+            inbox.put_nowait(_EOF)
+        except Exception as exc:  # the primary's stream broke
+            inbox.put_nowait(exc)
 
     async def watch_route() -> None:
-        nonlocal route_changed
         while True:
             await broker.resolver.invalidation(journal).wait()
             if not route_equivalent(broker.resolver.route_of(journal), first.header.route):
-                route_changed = True
-                handler.cancel()
+                inbox.put_nowait(_ROUTE_CHANGED)
                 return
 
-    watcher = asyncio.create_task(watch_route(), name=f"replicate route watch {journal}")
+    released = False
+
+    def release(*_) -> None:
+        """Rolls back partial content and hands the spool back, once (also if gRPC ends the RPC
+        without resuming this generator)."""
+        nonlocal released
+        if not released:
+            released = True
+            spool.rollback()
+            replica.spool_slot.put_nowait(spool)
+
+    context.add_done_callback(release)
+    tasks = [
+        asyncio.create_task(pump(), name=f"replicate pump {journal}"),
+        asyncio.create_task(watch_route(), name=f"replicate route watch {journal}"),
+    ]
     header: pb.Header | None = res.header
     req = first
     try:
@@ -134,17 +157,16 @@ async def serve_replicate(
                     grpc.StatusCode.FAILED_PRECONDITION,
                     f"no acknowledgement requested but the proposal was refused ({pb.Status.Name(resp.status)})",
                 )
-            try:
-                req = await anext(requests)
-            except StopAsyncIteration:
+            item = await inbox.get()
+            if item is _EOF:
                 return
-    except asyncio.CancelledError:
-        if not route_changed:
-            raise
-        if handler.cancelling():
-            handler.uncancel()
-        log.info("Replicate of %s ended: the journal's route changed", journal)
+            if item is _ROUTE_CHANGED:
+                log.info("Replicate of %s ended: the journal's route changed", journal)
+                return
+            if isinstance(item, Exception):
+                raise item
+            req = item
     finally:
-        await cancel_and_wait(watcher)
-        spool.rollback()
-        replica.spool_slot.put_nowait(spool)
+        for t in tasks:
+            await cancel_and_wait(t)
+        release()
