@@ -4,6 +4,10 @@ cancels and awaits it in one place, without swallowing a cancellation of its own
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Awaitable
+from typing import TypeVar
+
+T = TypeVar("T")
 
 
 async def cancel_and_wait(task: asyncio.Task | None) -> None:
@@ -18,3 +22,20 @@ async def cancel_and_wait(task: asyncio.Task | None) -> None:
         current = asyncio.current_task()
         if current is not None and current.cancelling():
             raise
+
+
+async def first_of(awaitable: Awaitable[T], event: asyncio.Event | None) -> tuple[bool, T | None]:
+    """Awaits `awaitable` unless `event` is set first: (True, its result) or (False, None)."""
+    get = asyncio.ensure_future(awaitable)
+    if event is None:
+        return True, await get
+    wait = asyncio.ensure_future(event.wait())
+    try:
+        await asyncio.wait({get, wait}, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        wait.cancel()
+        if not get.done():
+            get.cancel()
+    if get.done() and not get.cancelled():
+        return True, get.result()
+    return False, None

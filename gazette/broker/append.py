@@ -38,6 +38,7 @@ from gazette.protocol.selector import LabelSelector
 from gazette.protocol.spec import SuspendLevel
 from gazette.protocol.status import Status, to_pb
 from gazette.protocol.validate import split_journal_meta, validate_journal_name
+from gazette.tasks import first_of
 
 if TYPE_CHECKING:
     from gazette.broker.broker import Broker
@@ -77,23 +78,6 @@ class State(enum.Enum):
     ERROR = "Error"
     PROXY = "Proxy"
     FINISHED = "Finished"
-
-
-async def _first_of(getter, event: asyncio.Event | None):
-    """Awaits `getter` (a coroutine) unless `event` is set first; returns (done, value)."""
-    get = asyncio.ensure_future(getter)
-    if event is None:
-        return True, await get
-    wait = asyncio.ensure_future(event.wait())
-    try:
-        await asyncio.wait({get, wait}, return_when=asyncio.FIRST_COMPLETED)
-    finally:
-        wait.cancel()
-        if not get.done():
-            get.cancel()
-    if get.done() and not get.cancelled():
-        return True, get.result()
-    return False, None
 
 
 class AppendFSM:
@@ -234,7 +218,7 @@ class AppendFSM:
         if slot.qsize():
             self.pln = slot.get_nowait()
         else:
-            got, pln = await _first_of(slot.get(), self.res.invalidated)
+            got, pln = await first_of(slot.get(), self.res.invalidated)
             if not got:
                 self.state = State.RESOLVE
                 return
@@ -258,10 +242,11 @@ class AppendFSM:
         if slot.qsize():
             spool = slot.get_nowait()
         else:
-            got, spool = await _first_of(slot.get(), self.res.invalidated)
-            if not got:
+            got, taken = await first_of(slot.get(), self.res.invalidated)
+            if not got or taken is None:
                 self.state = State.RESOLVE
                 return
+            spool = taken
         self.registers = spool.registers
         self.roll_to = 0
         self.pln = Pipeline(self.res.header, spool, slot, self.broker.proxy.stub)
@@ -335,7 +320,7 @@ class AppendFSM:
         assert res is not None and res.spec is not None and replica is not None and pln is not None
         spec = res.spec
         if not replica.index.first_refresh_done:
-            got, _ = await _first_of(replica.index.wait_first_refresh(), res.invalidated)
+            got, _ = await first_of(replica.index.wait_first_refresh(), res.invalidated)
             if not got:
                 self.state = State.RESOLVE
                 return

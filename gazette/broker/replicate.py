@@ -23,7 +23,7 @@ from gazette.protocol import broker_pb2 as pb
 from gazette.protocol.labels import LabelSet
 from gazette.protocol.status import Status, to_pb
 from gazette.protocol.validate import validate_journal_name
-from gazette.tasks import cancel_and_wait
+from gazette.tasks import cancel_and_wait, first_of
 
 if TYPE_CHECKING:
     from gazette.broker.broker import Broker
@@ -91,16 +91,9 @@ async def serve_replicate(
         if replica.spool_slot.qsize():
             spool = replica.spool_slot.get_nowait()
             break
-        getter = asyncio.ensure_future(replica.spool_slot.get())
-        changed = asyncio.ensure_future(res.invalidated.wait())
-        try:
-            await asyncio.wait({getter, changed}, return_when=asyncio.FIRST_COMPLETED)
-        finally:
-            changed.cancel()
-            if not getter.done():
-                getter.cancel()
-        if getter.done() and not getter.cancelled():
-            spool = getter.result()
+        got, got_spool = await first_of(replica.spool_slot.get(), res.invalidated)
+        if got and got_spool is not None:
+            spool = got_spool
             break
 
     # One queue carries the primary's requests (pumped by a task of ours) and, from the route
