@@ -1,0 +1,152 @@
+"""Planning: which fragments to read (CoverSet dedupe, pruning) and how to pack them into partitions.
+
+`uncommitted` and `raw` reads split journals by fragments and prune fragments by journal, offset
+and mod-time bounds. `committed` reads keep whole journals in one task (the commit decision runs
+from the journal's start), so only journal bounds prune; the rest apply to rows after the decision.
+RowBounds holds every bound (options and claimed filters) and is applied row-exactly in `read()`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Iterable
+
+from fragments_io.discovery import JournalSource
+from gazette.fragment.cover_set import CoverSet
+from gazette.fragment.fragment import Fragment
+
+
+@dataclasses.dataclass(frozen=True)
+class RowBounds:
+    """Conjunction of row predicates; None means unbounded. Offsets and times are [lo, hi)."""
+
+    journal_in: frozenset[str] | None = None
+    journal_prefixes: tuple[str, ...] = ()  # every prefix must match (AND of pushed filters)
+    begin_lo: int | None = None
+    begin_hi: int | None = None
+    published_lo_us: int | None = None
+    published_hi_us: int | None = None
+    mod_time_lo: int | None = None  # unix seconds of the fragment holding the row
+    mod_time_hi: int | None = None
+    empty: bool = False  # contradictory bounds: nothing matches
+
+    def journal_ok(self, journal: str) -> bool:
+        if self.empty:
+            return False
+        if self.journal_in is not None and journal not in self.journal_in:
+            return False
+        return all(journal.startswith(p) for p in self.journal_prefixes)
+
+    def fragment_ok(self, f: Fragment) -> bool:
+        """Whether `f` can hold a row within the offset and mod-time bounds."""
+        if self.begin_lo is not None and f.end <= self.begin_lo:
+            return False
+        if self.begin_hi is not None and f.begin >= self.begin_hi:
+            return False
+        if self.mod_time_lo is not None and f.mod_time < self.mod_time_lo:
+            return False
+        return not (self.mod_time_hi is not None and f.mod_time >= self.mod_time_hi)
+
+    def and_(self, **changes: object) -> RowBounds:
+        """These bounds narrowed by `changes` (lo: the max, hi: the min, journal sets intersected)."""
+        kw: dict[str, object] = {}
+        for name, value in changes.items():
+            if value is None:
+                continue
+            cur = getattr(self, name)
+            if name == "journal_in":
+                assert isinstance(value, frozenset)
+                kw[name] = value if cur is None else cur & value
+            elif name == "journal_prefixes":
+                assert isinstance(value, tuple)
+                kw[name] = cur + value
+            elif name.endswith("_lo"):
+                kw[name] = value if cur is None else max(cur, value)  # type: ignore[call-overload]
+            elif name.endswith("_hi"):
+                kw[name] = value if cur is None else min(cur, value)  # type: ignore[call-overload]
+            else:
+                kw[name] = value
+        out = dataclasses.replace(self, **kw)  # type: ignore[arg-type]
+        for lo, hi in (
+            (out.begin_lo, out.begin_hi),
+            (out.published_lo_us, out.published_hi_us),
+            (out.mod_time_lo, out.mod_time_hi),
+        ):
+            if lo is not None and hi is not None and hi <= lo:
+                out = dataclasses.replace(out, empty=True)
+        return out
+
+
+@dataclasses.dataclass(frozen=True)
+class Task:
+    """Fragments of one journal, in offset order, read by one partition."""
+
+    journal: str
+    framing: str
+    fragments: tuple[Fragment, ...]
+    whole_journal: bool = False  # committed mode: the commit decision runs over these fragments
+
+    @property
+    def size(self) -> int:
+        return sum(f.length for f in self.fragments)
+
+
+def cover(fragments: Iterable[Fragment]) -> list[Fragment]:
+    """The fragments a broker's CoverSet would keep: each offset read once, larger fragments win.
+    Ties (the same range persisted twice) keep one, deterministically."""
+    ordered = sorted(fragments, key=lambda f: (f.begin, -f.end, f.backing_store, f.path_postfix, f.codec))
+    return list(CoverSet(reversed(ordered)))
+
+
+def plan_partitions(
+    journals: Iterable[JournalSource], isolation: str, bounds: RowBounds, max_partition_bytes: int
+) -> list[list[Task]]:
+    """Tasks packed into partitions of about `max_partition_bytes` of content each (never empty:
+    an empty read plans one partition with no tasks)."""
+    selected = [j for j in journals if bounds.journal_ok(j.name)]
+    if isolation == "committed":
+        parts = _pack_journals(
+            [Task(j.name, j.framing, tuple(cover(j.fragments)), True) for j in selected], max_partition_bytes
+        )
+    else:
+        parts = []
+        current: list[Task] = []
+        fill = 0
+        for j in selected:
+            run: list[Fragment] = []
+            for f in cover(j.fragments):
+                if not bounds.fragment_ok(f):
+                    continue
+                if fill and fill + f.length > max_partition_bytes:
+                    if run:
+                        current.append(Task(j.name, j.framing, tuple(run)))
+                        run = []
+                    parts.append(current)
+                    current, fill = [], 0
+                run.append(f)
+                fill += f.length
+            if run:
+                current.append(Task(j.name, j.framing, tuple(run)))
+        if current:
+            parts.append(current)
+    return parts or [[]]
+
+
+def _pack_journals(tasks: list[Task], max_partition_bytes: int) -> list[list[Task]]:
+    """Whole journals into bins of at most `max_partition_bytes` (a bigger journal is alone),
+    largest first, each into the least-filled bin that has room."""
+    bins: list[tuple[int, list[Task]]] = []
+    for task in sorted(tasks, key=lambda t: (-t.size, t.journal)):
+        if not task.fragments:
+            continue
+        best = None
+        for i, (fill, _) in enumerate(bins):
+            if fill + task.size <= max_partition_bytes and (best is None or fill < bins[best][0]):
+                best = i
+        if best is None:
+            bins.append((task.size, [task]))
+        else:
+            fill, members = bins[best]
+            members.append(task)
+            bins[best] = (fill + task.size, members)
+    return [sorted(members, key=lambda t: t.journal) for _, members in bins]

@@ -1,0 +1,341 @@
+"""The `gazette` PySpark data source: DataSource, its batch reader and input partitions.
+
+`schema()` and `partitions()` run in driver-side Python workers (discovery, sampling, planning);
+`read()` runs in executors on a pickled reader and yields Arrow batches cast to the exact Spark
+schema. Filters on journal, begin and published_at are claimed and applied row-exactly after the
+commit decision; fragments are pruned by them only where that cannot change a decision.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime as dt
+from collections.abc import Iterator, Sequence
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+from pyspark.sql.datasource import (
+    DataSource,
+    DataSourceReader,
+    EqualTo,
+    Filter,
+    GreaterThan,
+    GreaterThanOrEqual,
+    In,
+    InputPartition,
+    LessThan,
+    LessThanOrEqual,
+    StringStartsWith,
+)
+from pyspark.sql.pandas.types import from_arrow_schema, to_arrow_schema
+from pyspark.sql.types import (
+    BinaryType,
+    IntegerType,
+    LongType,
+    StringType,
+    StructField,
+    StructType,
+    TimestampType,
+)
+
+from fragments_io.committed import CommitTracker
+from fragments_io.decode import JournalDecoder, infer_fields, iter_contents, published_at_us
+from fragments_io.discovery import discover
+from fragments_io.errors import SchemaMismatchError
+from fragments_io.options import ReadOptions, parse_options
+from fragments_io.planning import RowBounds, Task, cover, plan_partitions
+
+SOURCE_NAME = "gazette"
+METADATA_NAMES = ("journal", "begin", "end", "uuid", "producer", "clock", "published_at", "flags", "value")
+
+
+def metadata_fields(opts: ReadOptions) -> list[StructField]:
+    value = StructField("value", BinaryType() if opts.framing == "fixed" else StringType(), True)
+    if opts.isolation == "raw":
+        return [
+            StructField("journal", StringType(), True),
+            StructField("begin", LongType(), True),
+            StructField("end", LongType(), True),
+            value,
+        ]
+    return [
+        StructField("journal", StringType(), True),
+        StructField("begin", LongType(), True),
+        StructField("end", LongType(), True),
+        StructField("uuid", StringType(), True),
+        StructField("producer", StringType(), True),
+        StructField("clock", LongType(), True),
+        StructField("published_at", TimestampType(), True),
+        StructField("flags", IntegerType(), True),
+        value,
+    ]
+
+
+def _nulls_as_strings(t: pa.DataType) -> pa.DataType:
+    if pa.types.is_null(t):
+        return pa.string()
+    if pa.types.is_struct(t):
+        return pa.struct([pa.field(f.name, _nulls_as_strings(f.type)) for f in t])
+    if pa.types.is_list(t) or pa.types.is_large_list(t):
+        return pa.list_(_nulls_as_strings(t.value_type))
+    return t
+
+
+def inferred_schema(opts: ReadOptions) -> StructType:
+    """Metadata columns plus the message fields inferred from a sample of the selected journals."""
+    base = metadata_fields(opts)
+    if opts.isolation == "raw" or not opts.infer_schema or (opts.framing or "json") != "json":
+        return StructType(base)
+    journals = discover(opts).journals
+
+    def contents() -> Iterator[bytes]:
+        for j in journals:
+            if j.framing != "json":
+                continue
+            for _, content in iter_contents(tuple(cover(j.fragments)), opts.ignore_corrupt_fragments):
+                yield content
+
+    arrow = infer_fields(contents(), opts.sampling_bytes)
+    if arrow is None:
+        return StructType(base)
+    arrow = pa.schema([pa.field(f.name, _nulls_as_strings(f.type)) for f in arrow])
+    fields = from_arrow_schema(arrow, prefer_timestamp_ntz=False).fields
+    for f in fields:
+        if f.name in METADATA_NAMES:
+            raise SchemaMismatchError(
+                f"message field {f.name!r} (inferred) has the name of a metadata column; give option schema "
+                "without it, or read it from the value column"
+            )
+    return StructType(base + list(fields))
+
+
+class GazetteDataSource(DataSource):
+    """`spark.read.format("gazette")`: journals' messages from persisted fragments."""
+
+    def __init__(self, options: dict[str, str]) -> None:
+        super().__init__(options)
+        self.opts = parse_options(dict(options))
+
+    @classmethod
+    def name(cls) -> str:
+        return SOURCE_NAME
+
+    def schema(self) -> StructType | str:
+        if self.opts.schema is not None and self.opts.isolation != "raw":
+            ddl = ", ".join(f"`{f.name}` {f.dataType.simpleString()}" for f in metadata_fields(self.opts))
+            return f"{ddl}, {self.opts.schema}"
+        return inferred_schema(self.opts)
+
+    def reader(self, schema: StructType) -> GazetteReader:
+        return GazetteReader(self.opts, schema)
+
+
+@dataclasses.dataclass(frozen=True)
+class GazettePartition(InputPartition):
+    tasks: tuple[Task, ...]
+
+    def __init__(self, tasks: Sequence[Task]) -> None:
+        object.__setattr__(self, "tasks", tuple(tasks))
+        object.__setattr__(self, "value", None)
+
+
+_EPOCH = dt.datetime(1970, 1, 1, tzinfo=dt.UTC)
+
+
+def _micros(value: Any) -> int | None:
+    """Microseconds since the epoch of a pushed timestamp (naive ones are local, as Spark gives them)."""
+    if not isinstance(value, dt.datetime):
+        return None
+    aware = value if value.tzinfo else value.astimezone()
+    return (aware - _EPOCH) // dt.timedelta(microseconds=1)
+
+
+class GazetteReader(DataSourceReader):
+    def __init__(self, opts: ReadOptions, schema: StructType) -> None:
+        self.opts = opts
+        self.schema = schema
+        self.bounds = RowBounds().and_(
+            begin_lo=opts.begin_offset,
+            begin_hi=opts.end_offset,
+            mod_time_lo=opts.begin_mod_time,
+            mod_time_hi=opts.end_mod_time,
+        )
+        names = [f.name for f in schema.fields]
+        dupes = sorted({n for n in names if names.count(n) > 1})
+        if dupes:
+            raise SchemaMismatchError(f"schema has duplicate column(s) {dupes}")
+        meta = {f.name: f for f in metadata_fields(opts)}
+        self.field_names = [f.name for f in schema.fields if f.name not in meta]
+        if opts.isolation == "raw" and self.field_names:
+            raise SchemaMismatchError(
+                f"isolation=raw yields only {list(meta)}; the schema also has {self.field_names}"
+            )
+        field_struct = StructType([f for f in schema.fields if f.name not in meta])
+        self.fields_arrow = to_arrow_schema(field_struct, timezone="UTC") if field_struct.fields else None
+        self.target = to_arrow_schema(schema, timezone="UTC")
+
+    # -- planning (driver) -----------------------------------------------------------------------
+
+    def pushFilters(self, filters: list[Filter]) -> Iterator[Filter]:  # noqa: N802 (Spark's name)
+        for f in filters:
+            narrowed = self._bound(f)
+            if narrowed is None:
+                yield f
+            else:
+                self.bounds = narrowed
+
+    def _bound(self, f: Filter) -> RowBounds | None:
+        """The bounds narrowed by `f` if it is one applied row-exactly, else None (Spark keeps it)."""
+        attr = getattr(f, "attribute", None)
+        if not attr or len(attr) != 1:
+            return None
+        column, value = attr[0], getattr(f, "value", None)
+        b = self.bounds
+        if column == "journal":
+            if isinstance(f, EqualTo) and isinstance(value, str):
+                return b.and_(journal_in=frozenset([value]))
+            if isinstance(f, In) and isinstance(value, tuple | list) and all(isinstance(v, str) for v in value):
+                return b.and_(journal_in=frozenset(value))
+            if isinstance(f, StringStartsWith) and isinstance(value, str):
+                return b.and_(journal_prefixes=(value,))
+            return None
+        if column == "begin" and isinstance(value, int) and not isinstance(value, bool):
+            return self._range(f, value, "begin_lo", "begin_hi")
+        if column == "published_at":
+            us = _micros(value)
+            return None if us is None else self._range(f, us, "published_lo_us", "published_hi_us")
+        return None
+
+    def _range(self, f: Filter, v: int, lo: str, hi: str) -> RowBounds | None:
+        b = self.bounds
+        if isinstance(f, EqualTo):
+            return b.and_(**{lo: v, hi: v + 1})
+        if isinstance(f, GreaterThan):
+            return b.and_(**{lo: v + 1})
+        if isinstance(f, GreaterThanOrEqual):
+            return b.and_(**{lo: v})
+        if isinstance(f, LessThan):
+            return b.and_(**{hi: v})
+        if isinstance(f, LessThanOrEqual):
+            return b.and_(**{hi: v + 1})
+        return None
+
+    def partitions(self) -> list[GazettePartition]:
+        found = discover(self.opts)
+        parts = plan_partitions(found.journals, self.opts.isolation, self.bounds, self.opts.max_partition_bytes)
+        return [GazettePartition(p) for p in parts]
+
+    # -- reading (executors) ---------------------------------------------------------------------
+
+    def read(self, partition: GazettePartition) -> Iterator[pa.RecordBatch]:  # type: ignore[override]
+        produced = False
+        for task in partition.tasks:
+            tables = self._committed(task) if self.opts.isolation == "committed" else self._uncommitted(task)
+            for table, mod_time in tables:
+                out = self._shape(table, task.journal, mod_time)
+                if out.num_rows:
+                    produced = True
+                    yield from out.to_batches()
+        if not produced:
+            yield pa.RecordBatch.from_pylist([], schema=self.target)
+
+    def _decoder(self, task: Task) -> JournalDecoder:
+        return JournalDecoder(
+            task.journal,
+            task.framing,
+            self.opts.isolation,
+            self.opts.uuid_pointer,
+            self.fields_arrow,
+            strict=self.opts.store is not None and self.opts.framing is None,
+        )
+
+    def _uncommitted(self, task: Task) -> Iterator[tuple[pa.Table, int]]:
+        dec = self._decoder(task)
+        for f, content in iter_contents(task.fragments, self.opts.ignore_corrupt_fragments):
+            yield dec.feed(f, content), f.mod_time
+        yield dec.finish(), 0
+
+    def _committed(self, task: Task) -> Iterator[tuple[pa.Table, int]]:
+        dec = self._decoder(task)
+        tracker = CommitTracker(task.journal)
+        held: list[tuple[pa.Table, int, int, int]] = []  # (table, first row id, last end, mod_time)
+        next_id = 0
+
+        def release(horizon: int | None) -> Iterator[tuple[pa.Table, int]]:
+            while held and (horizon is None or held[0][2] <= horizon):
+                table, first, _, mod_time = held.pop(0)
+                mask = tracker.take_committed(first, table.num_rows)
+                yield table.filter(pa.array(mask)), mod_time
+
+        def tables() -> Iterator[tuple[pa.Table, int]]:
+            for f, content in iter_contents(task.fragments, self.opts.ignore_corrupt_fragments):
+                yield dec.feed(f, content), f.mod_time
+            yield dec.finish(), 0
+
+        for table, mod_time in tables():
+            n = table.num_rows
+            if n:
+                tracker.add(
+                    next_id,
+                    table.column("begin").to_numpy(),
+                    table.column("end").to_numpy(),
+                    table.column("producer").to_pylist(),
+                    table.column("clock").to_numpy(),
+                    table.column("flags").to_numpy(),
+                )
+                held.append((table, next_id, int(table.column("end")[n - 1].as_py()), mod_time))
+                next_id += n
+            yield from release(tracker.open_horizon())
+        yield from release(None)
+
+    def _shape(self, table: pa.Table, journal: str, mod_time: int) -> pa.Table:
+        """Row bounds applied, then the columns of the Spark schema, in order, cast exactly."""
+        b = self.bounds
+        n = table.num_rows
+        if n and (b.mod_time_lo is not None or b.mod_time_hi is not None):
+            if (b.mod_time_lo is not None and mod_time < b.mod_time_lo) or (
+                b.mod_time_hi is not None and mod_time >= b.mod_time_hi
+            ):
+                table = table.slice(0, 0)
+        published = None
+        if self.opts.isolation != "raw":
+            published = published_at_us(table.column("clock").to_numpy().astype(np.uint64))
+        mask = None
+        begins = table.column("begin")
+        for bound, op in ((b.begin_lo, pc.greater_equal), (b.begin_hi, pc.less)):
+            if bound is not None:
+                m = op(begins, bound)
+                mask = m if mask is None else pc.and_(mask, m)
+        if published is not None:
+            for bound, op in ((b.published_lo_us, pc.greater_equal), (b.published_hi_us, pc.less)):
+                if bound is not None:
+                    m = pc.fill_null(op(published, bound), False)
+                    mask = m if mask is None else pc.and_(mask, m)
+        if mask is not None:
+            table = table.filter(mask)
+            if published is not None:
+                published = published.filter(mask.combine_chunks() if hasattr(mask, "combine_chunks") else mask)
+        n = table.num_rows
+        cols = []
+        for field in self.target:
+            name = field.name
+            if name == "journal":
+                col: Any = pa.array([journal] * n, pa.string())
+            elif name == "published_at":
+                assert published is not None
+                col = published.cast(pa.timestamp("us", tz="UTC"))
+            elif name in table.column_names:
+                col = table.column(name)
+            else:
+                col = pa.nulls(n, field.type)
+            if col.type != field.type:
+                try:
+                    col = col.cast(field.type)
+                except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as e:
+                    raise SchemaMismatchError(
+                        f"journal {journal}: column {name!r} of type {col.type} does not cast to {field.type}: {e}"
+                    ) from None
+            cols.append(col)
+        return pa.Table.from_arrays(cols, schema=self.target)
