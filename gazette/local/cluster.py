@@ -99,6 +99,7 @@ class LocalCluster:
         self.brokers: list[_BrokerHandle] = []
         self._loop = default_loop()
         self._client: Client | None = None
+        self._consumer_groups: list[Any] = []  # ConsumerGroups of run_consumer, closed before brokers
         self._started = False
 
     # --- lifecycle -------------------------------------------------------------------------------
@@ -126,7 +127,13 @@ class LocalCluster:
         self.close()
 
     def close(self) -> None:
-        """Stops everything this cluster started (brokers gracefully), then etcd."""
+        """Stops everything this cluster started (consumers, then brokers gracefully), then etcd."""
+        for group in self._consumer_groups:
+            try:
+                group.close()
+            except Exception:
+                pass
+        self._consumer_groups.clear()
         if self._client is not None:
             try:
                 self._client.close()
@@ -258,6 +265,36 @@ class LocalCluster:
     @property
     def broker_endpoints(self) -> list[str]:
         return [h.endpoint for h in self.brokers]
+
+    @property
+    def embedded_etcd(self) -> EmbeddedEtcd:
+        """The etcd this cluster started, for etcd faults (`restart`, `pause`, `resume`)."""
+        if self._etcd is None:
+            raise GazetteError(
+                0, "this LocalCluster has no embedded etcd (it was given etcd=... or is not started)"
+            )
+        return self._etcd
+
+    def run_consumer(
+        self, app: Any, shards: Any = (), processes: int = 1, *, root: str | None = None, **options: Any
+    ) -> Any:
+        """Applies `shards` (ShardSpecs) and starts `processes` in-process members of the consumer
+        application `app` under `root` (default `<parent of the broker root>/consumers/<app class>`);
+        returns its `gazette.consumer.ConsumerGroup` (stop/kill/restart members, list shards). Options
+        go to ConsumerGroup (e.g. hooks=, shard_limit=); members are stopped with the cluster."""
+        from gazette.consumer.runner import ConsumerGroup  # local is above consumer; imported on use
+
+        if root is None:
+            root = f"{self.root.rsplit('/', 1)[0]}/consumers/{type(app).__name__}"
+        options.setdefault("lease_ttl_s", self.lease_ttl_s)
+        options.setdefault("zones", self.zones)
+        running = next((h.endpoint for h in self.brokers if h.running), self.brokers[0].endpoint)
+        group = ConsumerGroup(
+            app, etcd=self.etcd_endpoint, broker=running, root=root, processes=processes, loop=self._loop,
+            **options,
+        )
+        self._consumer_groups.append(group)
+        return group.start(shards)
 
     def client(self) -> Client:
         """A sync client through the first running broker (shared; closed with the cluster)."""

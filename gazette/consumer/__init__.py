@@ -1,0 +1,38 @@
+"""Consumer runtime: applications, shards, transactions, checkpoints and stores (reference 7).
+
+Shards (ShardSpec) are items and consumers members of the generic allocator under a consumer root;
+each primary runs the transaction loop, committing a checkpoint atomically with its store and
+appending ACK intents only after that commit. Imports client, message, allocator, keyspace, protocol.
+"""
+
+from gazette.consumer.application import Application
+from gazette.consumer.consumer import Consumer, ReplicaInfo, ShardInfo, apply_shards, list_shards
+from gazette.consumer.runner import ConsumerGroup
+from gazette.consumer.shard import Shard
+from gazette.consumer.spec import ShardSpec, ShardSpecError, Source
+from gazette.consumer.sql_store import SQLStore
+from gazette.consumer.status import ReplicaCode, ReplicaStatus
+from gazette.consumer.store import ConsumerCheckpoint, FencingError, MemoryStore, Store
+from gazette.consumer.transaction import Hooks
+
+__all__ = [
+    "Application",
+    "Consumer",
+    "ConsumerCheckpoint",
+    "ConsumerGroup",
+    "FencingError",
+    "Hooks",
+    "MemoryStore",
+    "ReplicaCode",
+    "ReplicaInfo",
+    "ReplicaStatus",
+    "SQLStore",
+    "Shard",
+    "ShardInfo",
+    "ShardSpec",
+    "ShardSpecError",
+    "Source",
+    "Store",
+    "apply_shards",
+    "list_shards",
+]

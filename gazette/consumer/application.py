@@ -1,0 +1,44 @@
+"""Application: what a consumer application implements (reference 7.1).
+
+Every method runs on its shard's worker thread (one per shard, so a shard's calls never overlap and
+may block, e.g. on SQL); never on the event loop. `consume_message` sees every read-committed
+envelope of the shard's sources, ACKs included (`env.is_ack`: ignore them). An exception from any
+method fails the shard (status FAILED, with the error stored in its assignment).
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+from typing import TYPE_CHECKING, Any
+
+from gazette.message.envelope import Envelope
+from gazette.message.publisher import Publisher
+
+if TYPE_CHECKING:
+    from gazette.consumer.shard import Shard
+    from gazette.consumer.store import Store
+
+
+class Application:
+    """Subclass and implement `new_store`, `consume_message` and (usually) `finalize_txn`."""
+
+    def new_store(self, shard: Shard, recorder: Any) -> Store:
+        """The shard's Store (`recorder` is None: recovery logs are not supported yet)."""
+        raise NotImplementedError(f"{type(self).__name__}.new_store is not implemented")
+
+    def new_message(self, spec: Any) -> Any:
+        """Unused by the JSON, CSV and fixed framings, which build their own messages; kept for API parity."""
+        return None
+
+    def consume_message(self, shard: Shard, store: Store, env: Envelope, pub: Publisher) -> None:
+        """Applies one committed envelope to the store's transaction; may publish (uncommitted)."""
+        raise NotImplementedError(f"{type(self).__name__}.consume_message is not implemented")
+
+    def finalize_txn(self, shard: Shard, store: Store, pub: Publisher) -> None:
+        """Flushes in-memory state into the store's transaction and publishes what remains."""
+
+    def begin_txn(self, shard: Shard, store: Store) -> None:
+        """Called before the first message of each transaction."""
+
+    def finished_txn(self, shard: Shard, store: Store, commit: concurrent.futures.Future) -> None:
+        """Called once a transaction has started committing; `commit` resolves when it has."""

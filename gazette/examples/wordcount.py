@@ -1,0 +1,180 @@
+"""Word count: an exactly-once consumer that counts words per shard in an SQLStore.
+
+Words are published as JSON `{"word": w}` to `examples/words/part-NNN` journals; shard `count-NNN`
+reads part NNN, keeps `counts(word, count)` in its own sqlite file and, for every word it consumes,
+publishes `{"word": w, "count": n}` (uncommitted) to `examples/word-counts`. A read-committed reader of
+that journal therefore sees, for each word, every count from 1 to its total exactly once.
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+import threading
+import zlib
+from collections.abc import Iterable
+from typing import Any
+
+from gazette.client.sync import Client
+from gazette.consumer import Application, ConsumerGroup, Hooks, Shard, ShardSpec, SQLStore
+from gazette.consumer.store import Store
+from gazette.message import Envelope, Publisher, ReadCommitted
+from gazette.protocol.spec import JournalSpec
+
+WORDS_PREFIX = "examples/words/part-"
+COUNTS_JOURNAL = "examples/word-counts"
+JSON_LABELS = {"content-type": "application/x-ndjson"}
+
+
+def words_journal(i: int) -> str:
+    return f"{WORDS_PREFIX}{i:03d}"
+
+
+def partition_of(word: str, partitions: int) -> int:
+    return zlib.crc32(word.encode()) % partitions
+
+
+class CountStore(SQLStore):
+    """The shard's sqlite file with a `counts` table, plus this transaction's changed counts."""
+
+    def __init__(self, shard: Shard, url: str) -> None:
+        super().__init__(shard, url)
+        self.conn.execute(
+            "CREATE TABLE IF NOT EXISTS counts (word TEXT PRIMARY KEY NOT NULL, count INTEGER NOT NULL)"
+        )
+        self.changed: dict[str, int] = {}
+
+    def count(self, word: str) -> int:
+        if word in self.changed:
+            return self.changed[word]
+        row = self.execute("SELECT count FROM counts WHERE word = ?", (word,)).fetchone()
+        return int(row[0]) if row else 0
+
+
+class WordCount(Application):
+    """Counts words of its shard's source into `<db_dir>/<shard id>.db` (SQLStore: exactly once)."""
+
+    def __init__(self, db_dir: str, output: str = COUNTS_JOURNAL) -> None:
+        self.db_dir = db_dir
+        self.output = output
+
+    def new_store(self, shard: Shard, recorder: Any) -> Store:
+        return CountStore(shard, os.path.join(self.db_dir, shard.id.replace("/", "_") + ".db"))
+
+    def consume_message(self, shard: Shard, store: Store, env: Envelope, pub: Publisher) -> None:
+        if env.is_ack:
+            return
+        assert isinstance(store, CountStore)
+        word = env.message["word"]
+        n = store.changed[word] = store.count(word) + 1
+        pub.publish_uncommitted(self.output, {"word": word, "count": n})
+
+    def finalize_txn(self, shard: Shard, store: Store, pub: Publisher) -> None:
+        assert isinstance(store, CountStore)
+        store.executemany(
+            "INSERT INTO counts (word, count) VALUES (?, ?) ON CONFLICT (word) DO UPDATE SET count = excluded.count",
+            list(store.changed.items()),
+        )
+        store.changed.clear()
+
+
+def journals(partitions: int, replication: int = 1) -> list[JournalSpec]:
+    specs = [
+        JournalSpec(name=words_journal(i), replication=replication, labels=JSON_LABELS)
+        for i in range(partitions)
+    ]
+    specs.append(JournalSpec(name=COUNTS_JOURNAL, replication=replication, labels=JSON_LABELS))
+    return specs
+
+
+def shards(partitions: int, hot_standbys: int = 0, max_txn_duration: str = "1s") -> list[ShardSpec]:
+    return [
+        ShardSpec(
+            f"count-{i:03d}", [words_journal(i)], max_txn_duration=max_txn_duration, hot_standbys=hot_standbys
+        )
+        for i in range(partitions)
+    ]
+
+
+def publish_words(client: Client, words: Iterable[str], partitions: int) -> dict[str, int]:
+    """Publishes each word (committed) to its partition; returns the written heads per journal."""
+    pub = Publisher(client)
+    try:
+        for word in words:
+            pub.publish_committed(
+                lambda m: (words_journal(partition_of(m["word"], partitions)), JSON_LABELS["content-type"]),
+                {"word": word},
+            )
+        pub.flush()
+    finally:
+        pub.close()
+    return {words_journal(i): client.read_head(words_journal(i)) for i in range(partitions)}
+
+
+def read_counts(client: Client, journal: str = COUNTS_JOURNAL) -> list[tuple[str, int]]:
+    """Every committed (word, count) of the output journal, in order (non-blocking)."""
+    return [(e.message["word"], e.message["count"]) for e in ReadCommitted(client, journal, skip_acks=True)]
+
+
+def store_counts(db_dir: str) -> dict[str, int]:
+    """The committed counts of every shard database in `db_dir`."""
+    import sqlite3
+
+    out: dict[str, int] = {}
+    for name in sorted(os.listdir(db_dir)):
+        if name.endswith(".db"):
+            conn = sqlite3.connect(os.path.join(db_dir, name))
+            try:
+                out.update(dict(conn.execute("SELECT word, count FROM counts").fetchall()))
+            finally:
+                conn.close()
+    return out
+
+
+def run(
+    cluster: Any,
+    words: list[str],
+    *,
+    partitions: int = 2,
+    kill_consumer_at: float | None = None,
+    db_dir: str | None = None,
+    timeout: float = 120.0,
+) -> dict[str, int]:
+    """Publishes `words`, runs the word-count consumer until all are consumed and returns the stored
+    counts. With `kill_consumer_at` (a fraction), the consumer crashes once it has committed about that
+    fraction of the words, between a store commit and its ACKs, and a fresh consumer takes over."""
+    client = cluster.client()
+    client.apply_journals(journals(partitions))
+    cluster.wait_for_routes()
+    db_dir = db_dir or tempfile.mkdtemp(prefix="word-count-")
+    committed = [0]
+    crashed = threading.Event()
+    limit = None if kill_consumer_at is None else int(len(words) * kill_consumer_at)
+
+    def ack_gate(shard: Shard, checkpoint: Any) -> bool:
+        committed[0] += 1
+        if limit is not None and not crashed.is_set() and sum(checkpoint.read_through.values()) > 0:
+            if sum(store_counts(db_dir).values()) >= limit:
+                crashed.set()
+                return False
+        return not crashed.is_set()
+
+    group: ConsumerGroup = cluster.run_consumer(
+        WordCount(db_dir), shards(partitions), hooks=Hooks(ack_gate=ack_gate)
+    )
+    heads = publish_words(client, words, partitions)
+    if limit is not None:
+        if not crashed.wait(timeout):
+            raise TimeoutError(f"the consumer did not commit {limit} words within {timeout:.0f} s")
+        group.kill(0)
+        crashed.clear()  # the restarted member acknowledges normally
+        limit = None
+        group.restart(0)
+    group.wait_for(
+        lambda _: (
+            sum(store_counts(db_dir).values()) >= len(words) and all(client.read_head(j) >= 0 for j in heads)
+        ),
+        timeout,
+        "every word to be counted",
+    )
+    return store_counts(db_dir)
