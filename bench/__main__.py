@@ -8,7 +8,7 @@ from pathlib import Path
 
 from rich.console import Console
 
-from bench import report, runner
+from bench import replication, report, runner
 
 HERE = Path(__file__).resolve().parent
 TABLE_WIDTH = 120
@@ -33,6 +33,7 @@ def main() -> None:
         f"and {settings.small_appends} small appends"
     )
     figures = runner.run(settings, log=console.log)
+    figures |= replication.run(settings, log=console.log)  # R=3 / R=1 / raw fan-out (bench/replication.py)
     rows = report.rows_of(figures)
     env = report.environment()
     settings_json = dataclasses.asdict(settings)

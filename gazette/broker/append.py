@@ -132,6 +132,13 @@ class AppendFSM:
                 return self.state
             await self._stream_content(requests)
             await self._read_acknowledgements()
+        except BaseException:
+            # Interrupted (the client's cancellation can land inside any scatter or gather) while
+            # holding the pipeline: peers may hold content, a proposal or a pending response the
+            # local spool and the next reader know nothing of, so the pipeline must not be reused.
+            if self.owns_pipeline and self.pln is not None:
+                self._drop_pipeline(expect_err=True)
+            raise
         finally:
             self.return_pipeline()
         if self._cancelled:
@@ -472,20 +479,26 @@ class AppendFSM:
         assert pln is not None and replica is not None
         send_err = pln.send_err()
         wait_for, close_after = pln.barrier()
-        if send_err is None:
-            replica.pipeline_slot.put_nowait(pln)  # release the send side for the next append
-        else:
-            await pln.close_send()
-            replica.pipeline_slot.put_nowait(None)  # let the next append build a new pipeline
+
+        async def read() -> None:
+            # Runs to its end even if this append is cancelled meanwhile: its responses must be read,
+            # in turn, or the next append would take them for its own acknowledgements.
+            try:
+                if send_err is not None:
+                    await pln.close_send()
+                await wait_for.wait()
+                await pln.gather_ok()
+                if send_err is not None:
+                    await pln.gather_eof()
+            finally:
+                close_after.set()
+
+        reader = self.broker.background(read(), f"acknowledgements of {self.journal}")
+        # Release the send side for the next append, or (after a send error) let it build a new pipeline.
+        replica.pipeline_slot.put_nowait(pln if send_err is None else None)
         self.owns_pipeline = False
         self.pln = None
-        try:
-            await wait_for.wait()
-            await pln.gather_ok()
-            if send_err is not None:
-                await pln.gather_eof()
-        finally:
-            close_after.set()
+        await asyncio.shield(reader)
         if self.err is not None or self.status != Status.OK:
             self.state = State.ERROR
         elif (err := pln.recv_err() or send_err) is not None:

@@ -167,8 +167,10 @@ class Broker:
         self._tasks.clear()
         await asyncio.gather(*(r.stop() for r in self.replicas.values()), return_exceptions=True)
         self.replicas.clear()
-        while self._background:
-            await asyncio.gather(*self._background, return_exceptions=True)
+        # Not on itself: after a lease loss, this very stop runs as one of the background tasks.
+        me = asyncio.current_task()
+        while pending := [t for t in self._background if t is not me]:
+            await asyncio.gather(*pending, return_exceptions=True)
         # The lease outlives the persister's drain: the member key (and the assignments under it)
         # must outlive this broker's unpersisted spools.
         await self.persister.stop(drain=graceful and not self.session.lost)

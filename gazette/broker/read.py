@@ -20,6 +20,7 @@ from gazette.protocol import broker_pb2 as pb
 from gazette.protocol.errors import GazetteError
 from gazette.protocol.status import Status, to_pb
 from gazette.protocol.validate import split_journal_meta, validate_journal_name
+from gazette.tasks import first_of
 
 if TYPE_CHECKING:
     from gazette.broker.broker import Broker
@@ -109,7 +110,15 @@ async def serve_read(
     while True:
         if req.end_offset and offset >= req.end_offset:
             return
-        q = await index.query(offset, req.block, req.begin_mod_time)
+        if req.block:
+            # A read blocked on a replica that is then unassigned from this broker would wait
+            # forever: end it when the journal's route or spec changes (the client resumes here).
+            got, blocked = await first_of(index.query(offset, True, req.begin_mod_time), res.invalidated)
+            if not got or blocked is None:
+                return
+            q = blocked
+        else:
+            q = await index.query(offset, False, req.begin_mod_time)
         meta = pb.ReadResponse(status=to_pb(q.status), offset=q.offset, write_head=q.write_head)
         if header is not None:
             meta.header.CopyFrom(header)

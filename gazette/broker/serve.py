@@ -1,7 +1,8 @@
 """`gazette broker serve`: runs one Broker until SIGTERM (graceful: drain and persist) or SIGINT.
 
 When ready it prints one JSON line to stdout ({"endpoint", "metrics", "zone", "suffix", "pid"}),
-which is how LocalCluster learns the port it bound as port 0.
+which is how LocalCluster learns the port it bound as port 0. A broker that lost its etcd lease
+stops by itself; the process then exits with LEASE_LOST_EXIT_CODE.
 """
 
 from __future__ import annotations
@@ -14,6 +15,8 @@ import signal
 import sys
 
 from gazette.broker.broker import Broker
+
+LEASE_LOST_EXIT_CODE = 3
 
 
 async def serve(broker: Broker) -> None:
@@ -34,8 +37,15 @@ async def serve(broker: Broker) -> None:
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
-    await stop.wait()
+    signalled = asyncio.ensure_future(stop.wait())
+    stopped = asyncio.ensure_future(broker.stopped.wait())  # by itself: its lease was lost
+    await asyncio.wait({signalled, stopped}, return_when=asyncio.FIRST_COMPLETED)
+    signalled.cancel()
+    stopped.cancel()
     await broker.stop(graceful=True)
+    if broker.lease_lost.is_set():
+        # Reference 5.2: lease loss ends the process, so that its supervisor starts a fresh one.
+        raise SystemExit(LEASE_LOST_EXIT_CODE)
 
 
 def run(broker: Broker, log_level: str = "WARNING") -> None:
