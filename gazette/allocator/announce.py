@@ -109,6 +109,14 @@ class Session:
                 return
             expires_at = sent_at + reply.TTL
 
+    def declare_lost(self, reason: str) -> None:
+        """The owner learned another way that the lease is gone (its key vanished): stop the
+        keep-alive and report the loss as if the keep-alive had found it."""
+        if self.lost_reason is None:
+            if self._task is not None:
+                self._task.cancel()
+            self._set_lost(reason)
+
     def _set_lost(self, reason: str) -> None:
         log.error("%s", reason)
         self.lost_reason = LeaseLost(reason)

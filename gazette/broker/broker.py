@@ -46,6 +46,8 @@ DEFAULT_ROOT = "/gazette/cluster"
 DEFAULT_LEASE_TTL_S = 20
 DEFAULT_MAX_REPLICATION = 9
 GRACEFUL_STOP_S = 5.0
+RENEW_RETRY_S = 1.0
+RENEW_HOLD_TTLS = 3  # after a lease renewal, unassigned replicas are kept this many lease TTLs
 DEFAULT_EXIT_DRAIN_S = 60.0  # how long a graceful stop waits for the allocator to move journals away
 
 
@@ -91,6 +93,8 @@ class Broker:
         self._tasks: list[asyncio.Task] = []
         self._background: set[asyncio.Task] = set()
         self.lease_lost = asyncio.Event()
+        self._renewing: asyncio.Task | None = None
+        self._hold_until = 0.0  # loop time until which unassigned replicas are kept (lease renewal)
         self.stopped = asyncio.Event()
         self.exit_drain_s = exit_drain_s
         self._reconcile_wakeup = asyncio.Event()
@@ -210,12 +214,57 @@ class Broker:
         )
 
     def _on_lease_lost(self, reason: Exception) -> None:
-        # Our assignments are gone and others own our journals now: stop at once, without
-        # persisting spools (their acknowledged content lives on the other replicas).
-        log.error("broker %s#%s lost its etcd lease (%s); stopping", self.zone, self.suffix, reason)
+        log.error("broker %s#%s lost its etcd lease (%s); announcing again", self.zone, self.suffix, reason)
         self.lease_lost.set()
-        if not self._stopping:
-            self.background(self.stop(graceful=False), "stop after lease loss")
+        if not self._stopping and self._renewing is None:
+            self._renewing = self.background(self._renew_session(), "renew session after lease loss")
+
+    async def _renew_session(self) -> None:
+        """Lease loss: Gazette ends the process (reference 5.2), which also ends every spool. When etcd
+        itself was down past the TTL, every broker loses its lease at once and acknowledged appends
+        not yet persisted would exist nowhere. So instead: drop the spools this broker was primary
+        of (they may hold commits no peer acknowledged, unsafe to reuse or persist now that another
+        primary may have taken over), keep the others (replicated, legitimate content) for
+        RENEW_HOLD_TTLS lease TTLs in case their journals come back here, and announce again under
+        a new lease. A journal that comes back syncs its pipeline from the longest kept spool."""
+        loop = asyncio.get_running_loop()
+        self._hold_until = loop.time() + 1e9  # hold kept replicas until the new session is up
+        try:
+            for journal, replica in list(self.replicas.items()):
+                if replica.is_primary:
+                    del self.replicas[journal]
+                    self.background(replica.stop(discard=True), f"discard replica {journal}")
+            await self.allocator.stop()
+            await self.session.close(revoke=False)
+            while not self._stopping:
+                try:
+                    session = await Session.grant(self.etcd, self.lease_ttl_s)
+                    break
+                except Exception as exc:  # etcd still away
+                    log.warning("broker %s#%s cannot get a new lease yet: %s", self.zone, self.suffix, exc)
+                    await asyncio.sleep(RENEW_RETRY_S)
+            else:
+                return
+            self.session = session
+            member_key = layout.member_key(self.root, self.zone, self.suffix)
+            self.announcement = await announce(
+                self.etcd, member_key, self._broker_spec().SerializeToString(), session,
+                retry_interval_s=max(1.0, self.lease_ttl_s / 4), mark_exiting=broker_spec_exiting,
+            )
+            self.allocator = Allocator(
+                self.etcd, self.ks, member_key, journal_adapter(self.max_replication),
+                min_revision=self.announcement.revision,
+            )
+            self.allocator.start()
+            session.add_lost_callback(self._on_lease_lost)
+            log.warning("broker %s#%s announced again under a new lease", self.zone, self.suffix)
+        finally:
+            hold_s = RENEW_HOLD_TTLS * self.lease_ttl_s
+            self._hold_until = loop.time() + hold_s
+            loop.call_later(hold_s + 0.1, self._reconcile_wakeup.set)
+            self._renewing = None
+            self.lease_lost.clear()
+            self._reconcile_wakeup.set()
 
     def background(self, coro, name: str) -> asyncio.Task:
         """Starts a task the broker owns and awaits on stop (pipeline shutdowns, replica stops)."""
@@ -243,9 +292,18 @@ class Broker:
             self._reconcile_wakeup.clear()
             self._reconcile()
 
+    def _still_exists(self, journal: str, create_revision: int) -> bool:
+        item = self.ks.get(layout.item_key(self.root, journal))
+        return item is not None and item.create_revision == create_revision
+
     def _reconcile(self) -> None:
         """Creates replicas for journals newly assigned here; stops those no longer assigned."""
         if self._stopping:
+            return
+        if self.ks.get(layout.member_key(self.root, self.zone, self.suffix)) is None and self._renewing is None:
+            # Our member key is gone, so our lease is: act on it now, before the keep-alive notices,
+            # so that spools we were primary of are dropped rather than persisted (zombie writes).
+            self.session.declare_lost("the member key vanished from etcd (lease expired)")
             return
         assigned: dict[str, tuple[JournalSpec, int, bool]] = {}
         for kv in self.ks.prefixed(layout.assign_prefix(self.root)):
@@ -255,8 +313,11 @@ class Broker:
             item = self.ks.get(layout.item_key(self.root, key.item))
             if item is not None:
                 assigned[key.item] = (item.decoded, item.create_revision, key.slot == 0)
+        holding = asyncio.get_running_loop().time() < self._hold_until
         for journal, replica in list(self.replicas.items()):
             now = assigned.get(journal)
+            if now is None and holding and self._still_exists(journal, replica.create_revision):
+                continue  # kept across a lease renewal: its journal may come back here
             if now is None or now[1] != replica.create_revision:
                 # No longer ours: what the spool holds was replicated, so persist it as a replica
                 # does (after a delay, skipping what the primary stored).

@@ -75,8 +75,10 @@ class Replica:
         if self._pulse is not None:
             self._tasks.append(asyncio.create_task(self._pulse_loop(), name=f"pulse {self.journal}"))
 
-    async def stop(self) -> None:
-        """Rolls the spool (so its content goes to the persister) and cancels owned tasks."""
+    async def stop(self, *, discard: bool = False) -> None:
+        """Rolls the spool (so its content goes to the persister) and cancels owned tasks. With
+        `discard`, the spool's current fragment is dropped instead: it may hold commits that no
+        peer acknowledged (a primary that lost its lease), unsafe to persist."""
         if self._stopped:
             return
         self._stopped = True
@@ -84,9 +86,12 @@ class Replica:
             t.cancel()
         pipeline = await self.pipeline_slot.get()
         if pipeline is not None:
-            await pipeline.shutdown(expect_err=False)
+            await pipeline.shutdown(expect_err=discard)
         spool = await self.spool_slot.get()  # a Replicate stream releases it when its route changes
-        spool.close()
+        if discard:
+            spool.discard()
+        else:
+            spool.close()
         self.spool_slot.put_nowait(spool)
         self.pipeline_slot.put_nowait(None)
         for t in self._tasks:

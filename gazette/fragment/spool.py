@@ -185,6 +185,18 @@ class Spool:
         """Shutdown: rolls to an empty fragment at end, completing (handing off) a non-empty spool."""
         self.apply_proposal(self.roll_to(self.fragment.end, self.fragment.codec), self.registers)
 
+    def discard(self) -> None:
+        """Drops the current fragment and any pending content without handing them to the
+        persister (a former primary's spool after lease loss may hold unacknowledged commits)."""
+        if self.file is not None:
+            self.file.close()
+        self.file = None
+        self.fragment = self.roll_to(self.fragment.end, self.fragment.codec)
+        self.delta = 0
+        self.first_append_time = None
+        self._summer = hashlib.sha1()
+        self._saved = self._summer.copy()
+
     def __repr__(self) -> str:
         f = self.fragment
         return f"Spool({self.journal}, [{f.begin}, {f.end}) {f.codec.name}, delta={self.delta}, {self.registers})"
