@@ -20,6 +20,7 @@ from rich.markup import escape
 from rich.measure import Measurement
 from rich.table import Table
 
+from gazette.cli.shards import consumer_app, shards_app
 from gazette.protocol.errors import GazetteError
 
 app = typer.Typer(no_args_is_help=True, add_completion=False, pretty_exceptions_enable=False, help="gazette-py: journals, brokers, local clusters.")
@@ -29,6 +30,8 @@ local_app = typer.Typer(no_args_is_help=True, help="A local cluster: etcd plus b
 app.add_typer(journals_app, name="journals")
 app.add_typer(broker_app, name="broker")
 app.add_typer(local_app, name="local")
+app.add_typer(shards_app, name="shards")
+app.add_typer(consumer_app, name="consumer")
 
 console = Console()
 err_console = Console(stderr=True)

@@ -6,33 +6,50 @@ appending ACK intents only after that commit. Imports client, message, allocator
 """
 
 from gazette.consumer.application import Application
+from gazette.consumer.client import (
+    AsyncShardClient,
+    ShardChange,
+    ShardClient,
+    ShardInspection,
+    ShardStat,
+    ShardTimeoutError,
+)
 from gazette.consumer.consumer import Consumer, ReplicaInfo, ShardInfo, apply_shards, list_shards
+from gazette.consumer.json_store import JSONFileStore
 from gazette.consumer.runner import ConsumerGroup
 from gazette.consumer.shard import Shard
 from gazette.consumer.spec import ShardSpec, ShardSpecError, Source
 from gazette.consumer.sql_store import SQLStore
 from gazette.consumer.status import ReplicaCode, ReplicaStatus
 from gazette.consumer.store import ConsumerCheckpoint, FencingError, MemoryStore, Store
-from gazette.consumer.transaction import Hooks
+from gazette.consumer.transaction import Hooks, TxnTiming
 
 __all__ = [
     "Application",
+    "AsyncShardClient",
     "Consumer",
     "ConsumerCheckpoint",
     "ConsumerGroup",
     "FencingError",
     "Hooks",
+    "JSONFileStore",
     "MemoryStore",
     "ReplicaCode",
     "ReplicaInfo",
     "ReplicaStatus",
     "SQLStore",
     "Shard",
+    "ShardChange",
+    "ShardClient",
     "ShardInfo",
+    "ShardInspection",
     "ShardSpec",
     "ShardSpecError",
+    "ShardStat",
+    "ShardTimeoutError",
     "Source",
     "Store",
+    "TxnTiming",
     "apply_shards",
     "list_shards",
 ]

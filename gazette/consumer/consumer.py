@@ -3,6 +3,7 @@
 The consumer announces `<root>/members/<zone>#<suffix>` (a ConsumerSpec with its shard_limit) under an
 etcd lease, runs the generic Allocator with the shard adapter, and starts a Shard for each assignment
 it holds, stopping those it loses. Replica statuses are CAS writes reduced with the stored value.
+Each member serves the Shard gRPC service (gazette.consumer.service) at `endpoint`, which it announces.
 `stop(graceful=False)` is a crash: nothing is drained and the lease is left to expire.
 """
 
@@ -15,6 +16,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 import aetcd
+import grpc
 from aetcd import rpc
 
 from gazette.allocator import Allocator, Session, announce
@@ -28,6 +30,7 @@ from gazette.consumer.allocation import (
     shard_adapter,
 )
 from gazette.consumer.application import Application
+from gazette.consumer.service import ShardService
 from gazette.consumer.shard import Shard
 from gazette.consumer.spec import MAX_HOT_STANDBYS_DEFAULT, ShardSpec
 from gazette.consumer.status import ReplicaStatus
@@ -35,6 +38,8 @@ from gazette.consumer.transaction import Hooks
 from gazette.keyspace import layout
 from gazette.keyspace.etcd import connect
 from gazette.keyspace.keyspace import KeySpace
+from gazette.protocol import consumer_pb2_grpc as pb_grpc
+from gazette.protocol.endpoints import GRPC_MESSAGE_OPTIONS, GRPC_SERVER_KEEPALIVE_OPTIONS
 from gazette.protocol.validate import validate_suffix, validate_zone
 
 log = logging.getLogger(__name__)
@@ -42,6 +47,7 @@ log = logging.getLogger(__name__)
 DEFAULT_LEASE_TTL_S = 20
 DEFAULT_EXIT_DRAIN_S = 30.0  # a graceful stop waits this long for the allocator to move shards away
 ETCD_CALL_TIMEOUT_S = 10.0
+SERVER_GRACE_S = 1.0  # a graceful stop lets in-flight Shard RPCs finish this long
 
 
 class Consumer:
@@ -62,6 +68,8 @@ class Consumer:
         exit_drain_s: float = DEFAULT_EXIT_DRAIN_S,
         watch_apply_delay_s: float = 0.01,
         hooks: Hooks | None = None,
+        host: str = "127.0.0.1",
+        port: int = 0,
     ) -> None:
         if not isinstance(app, Application):
             raise TypeError(f"{app!r} is not a gazette.consumer.Application")
@@ -81,6 +89,9 @@ class Consumer:
         self.exit_drain_s = exit_drain_s
         self.watch_apply_delay_s = watch_apply_delay_s
         self.hooks = hooks or Hooks()
+        self.host = host
+        self.port = port
+        self.endpoint = ""  # http://host:port of the Shard service, once started
         self.member_key = layout.member_key(self.root, self.zone, self.suffix)
         self.shards: dict[str, Shard] = {}
         self.stopped = asyncio.Event()
@@ -99,9 +110,16 @@ class Consumer:
         self.etcd: aetcd.Client = connect(self.etcd_endpoint)
         self.client = AsyncClient(self.broker_endpoint, self.etcd_endpoint)
         self.ks = KeySpace(self.etcd, self.root, decode_value(self.root), self.watch_apply_delay_s)
+        self.service = ShardService(self)
+        self._server = grpc.aio.server(
+            options=[*GRPC_MESSAGE_OPTIONS, *GRPC_SERVER_KEEPALIVE_OPTIONS, ("grpc.so_reuseport", 0)]
+        )
+        pb_grpc.add_ShardServicer_to_server(self.service, self._server)
+        self.port = self._server.add_insecure_port(f"{self.host}:{self.port}")
+        self.endpoint = f"http://{self.host}:{self.port}"
         self.session = await Session.grant(self.etcd, self.lease_ttl_s)
         self.session.add_lost_callback(self._on_lease_lost)
-        spec = ConsumerSpec(shard_limit=self.shard_limit)
+        spec = ConsumerSpec(shard_limit=self.shard_limit, endpoint=self.endpoint)
         self.announcement = await announce(
             self.etcd, self.member_key, spec.to_json(), self.session,
             retry_interval_s=max(1.0, self.lease_ttl_s / 4), mark_exiting=consumer_spec_exiting,
@@ -113,6 +131,7 @@ class Consumer:
             min_revision=self.announcement.revision,
         )  # fmt: skip
         self.allocator.start()
+        await self._server.start()
         self._tasks.append(
             asyncio.create_task(self._reconcile_loop(), name=f"consumer {self.suffix} reconcile")
         )
@@ -140,6 +159,8 @@ class Consumer:
                 )
             except Exception as exc:
                 log.warning("consumer %s could not drain its shards: %s", self.suffix, exc)
+        await self._server.stop(SERVER_GRACE_S if graceful else 0)
+        await self.service.close()
         for task in self._tasks:
             task.cancel()
         await asyncio.gather(*self._tasks, return_exceptions=True)
@@ -213,7 +234,9 @@ class Consumer:
             held[key.item] = (item.decoded, item.key, item.create_revision, assignment)
         for shard_id, shard in list(self.shards.items()):
             now = held.get(shard_id)
-            if now is None or now[2] != shard.create_revision:
+            # A primary whose slot 0 was removed (an unassign) and that holds the shard again in
+            # another slot is a new assignment (the allocator never demotes by moving slot 0).
+            if now is None or now[2] != shard.create_revision or (shard.assignment.slot == 0 and now[3].slot != 0):
                 del self.shards[shard_id]
                 self._spawn(shard.stop(), f"stop shard {shard_id}")
             else:
@@ -259,6 +282,7 @@ class ReplicaInfo:
     suffix: str
     slot: int
     status: ReplicaStatus
+    endpoint: str = ""  # the member's Shard service, when listed through it
 
 
 @dataclass(frozen=True)

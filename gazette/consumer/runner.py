@@ -1,33 +1,67 @@
-"""ConsumerGroup: N in-process consumers of one application, driven from plain (sync) code.
+"""ConsumerGroup: N members of one consumer application, driven from plain (sync) code.
 
-What `LocalCluster.run_consumer` returns: it applies the shard specs, starts `processes` Consumer
-members on the facade's loop thread, and stops (gracefully or as a crash), restarts or adds members.
-Subprocess members are not implemented yet; every member here shares this process.
+What `LocalCluster.run_consumer` returns: it applies the shard specs and starts `processes` members,
+in this process (Consumers on the facade's loop thread) or as `gazette consumer run` subprocesses
+(mode "subprocess": the application travels as cloudpickle bytes), and stops (gracefully or as a
+crash), restarts, adds or signals members. `client()` is a ShardClient of the group's Shard services.
 """
 
 from __future__ import annotations
 
 import asyncio
+import dataclasses
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
 import time
 from collections.abc import Callable, Iterable
+from typing import Any
 
 from gazette.client.loop import LoopThread, default_loop
 from gazette.consumer.application import Application
+from gazette.consumer.client import ShardClient
 from gazette.consumer.consumer import Consumer, ShardInfo, apply_shards, list_shards
+from gazette.consumer.serve import pickle_application
 from gazette.consumer.spec import ShardSpec
 from gazette.consumer.status import ReplicaCode
 from gazette.consumer.transaction import Hooks
 from gazette.keyspace.etcd import connect
+from gazette.keyspace.procutil import spawn, terminate
 from gazette.protocol.errors import GazetteError
 from gazette.protocol.status import Status
 
 START_TIMEOUT_S = 60.0
 STOP_TIMEOUT_S = 60.0
 POLL_INTERVAL_S = 0.05
+MODES = ("inprocess", "subprocess")
+
+
+@dataclasses.dataclass
+class _Member:
+    """Member `index`: an in-process Consumer or a subprocess, while it runs."""
+
+    index: int
+    zone: str
+    suffix: str = ""
+    endpoint: str = ""
+    consumer: Consumer | None = None
+    proc: subprocess.Popen | None = None
+    log_path: str = ""
+
+    @property
+    def running(self) -> bool:
+        if self.proc is not None:
+            return self.proc.poll() is None
+        return self.consumer is not None
 
 
 class ConsumerGroup:
-    """Members `0..processes-1` of one consumer application, each a `Consumer` on `loop`."""
+    """Members `0..processes-1` of one consumer application under `root`."""
 
     def __init__(
         self,
@@ -43,11 +77,22 @@ class ConsumerGroup:
         zones: tuple[str, ...] = ("local",),
         hooks: Hooks | None = None,
         exit_drain_s: float = 15.0,
+        mode: str = "inprocess",
+        data_dir: str | None = None,
+        log_level: str = "WARNING",
     ) -> None:
         if isinstance(processes, bool) or not isinstance(processes, int) or processes < 1:
             raise GazetteError(Status.OK, f"run_consumer needs processes >= 1 (got {processes!r})")
         if not isinstance(app, Application):
             raise GazetteError(Status.OK, f"{app!r} is not an instance of gazette.consumer.Application")
+        if mode not in MODES:
+            raise GazetteError(Status.OK, f'consumer mode "{mode}" is not known (expected one of {MODES})')
+        if mode == "subprocess" and hooks is not None and hooks != Hooks():
+            raise GazetteError(
+                Status.OK,
+                "test hooks (Hooks) run in the consumer's own process: they need mode='inprocess' "
+                "(subprocess members are crashed with kill_consumer instead)",
+            )
         self.app = app
         self.etcd = etcd
         self.broker = broker
@@ -57,14 +102,34 @@ class ConsumerGroup:
         self.zones = zones
         self.hooks = hooks or Hooks()
         self.exit_drain_s = exit_drain_s
+        self.mode = mode
+        self.log_level = log_level
         self._loop = loop or default_loop()
         self._n = processes
-        self.consumers: list[Consumer | None] = []
+        self._own_dir = data_dir is None
+        self.data_dir = data_dir or tempfile.mkdtemp(prefix="gazette-consumers-")
+        self._app_file = ""
+        if mode == "subprocess":
+            data = pickle_application(app)  # fails here, with how to fix it, if it cannot travel
+            os.makedirs(self.data_dir, exist_ok=True)
+            fd, self._app_file = tempfile.mkstemp(
+                prefix=f"{type(app).__name__}-", suffix=".pkl", dir=self.data_dir
+            )
+            with os.fdopen(fd, "wb") as f:
+                f.write(data)
+        self.members: list[_Member] = []
+        self._client: ShardClient | None = None
+
+    @property
+    def consumers(self) -> list[Consumer | None]:
+        """The in-process Consumer of each member (None: stopped, or a subprocess)."""
+        return [m.consumer for m in self.members]
 
     # ---- shards
 
     def apply(self, shards: Iterable[ShardSpec], deletes: Iterable[str] = ()) -> int:
-        """Writes shard specs (and deletes shard ids); returns the etcd revision."""
+        """Writes shard specs (and deletes shard ids) straight to etcd; returns the revision. (The
+        Shard service's apply, `client().apply_shards`, also checks the journals they name.)"""
         specs, gone = list(shards), list(deletes)
 
         async def run() -> int:
@@ -85,6 +150,13 @@ class ConsumerGroup:
                 await client.close()
 
         return self._loop.run(run(), timeout=START_TIMEOUT_S)
+
+    def client(self) -> ShardClient:
+        """A ShardClient of this group's members (found through etcd; shared, closed with the group):
+        `group.client().stat_shard("count-000", read_through={journal: end})`."""
+        if self._client is None:
+            self._client = ShardClient(etcd=self.etcd, root=self.root, loop=self._loop)
+        return self._client
 
     def wait_for(
         self, predicate: Callable[[list[ShardInfo]], bool], timeout: float = 60.0, what: str = ""
@@ -123,53 +195,148 @@ class ConsumerGroup:
 
     def add(self) -> int:
         """Starts one more member; returns its index."""
-        i = len(self.consumers)
-        self.consumers.append(None)
+        i = len(self.members)
+        self.members.append(_Member(i, self.zones[i % len(self.zones)]))
         self.restart(i)
         return i
 
     def restart(self, i: int) -> None:
         """Starts member `i` anew (a new suffix: a crashed member's lease may still hold the old one)."""
-        self._index(i)
-        if self.consumers[i] is not None:
+        m = self._member(i)
+        if m.running:
             self.stop(i)
-        consumer = Consumer(
-            self.app, self.etcd, self.broker, root=self.root, zone=self.zones[i % len(self.zones)],
-            suffix=f"consumer-{i}-{time.monotonic_ns() % 1_000_000_000:09d}", shard_limit=self.shard_limit,
-            lease_ttl_s=self.lease_ttl_s, hooks=self.hooks, exit_drain_s=self.exit_drain_s,
-        )  # fmt: skip
-        self._loop.run(_started(consumer), timeout=START_TIMEOUT_S)
-        self.consumers[i] = consumer
+        m.suffix = f"consumer-{i}-{time.monotonic_ns() % 1_000_000_000:09d}"
+        if self.mode == "inprocess":
+            consumer = Consumer(
+                self.app, self.etcd, self.broker, root=self.root, zone=m.zone, suffix=m.suffix,
+                shard_limit=self.shard_limit, lease_ttl_s=self.lease_ttl_s, hooks=self.hooks,
+                exit_drain_s=self.exit_drain_s,
+            )  # fmt: skip
+            self._loop.run(_started(consumer), timeout=START_TIMEOUT_S)
+            m.consumer, m.endpoint = consumer, consumer.endpoint
+        else:
+            self._spawn(m)
+
+    def _spawn(self, m: _Member) -> None:
+        m.log_path = os.path.join(self.data_dir, f"{m.suffix}.log")
+        cmd = [
+            sys.executable, "-m", "gazette.cli.main", "consumer", "run", "--app-pickle", self._app_file,
+            "--etcd", self.etcd, "--broker", self.broker, "--root", self.root, "--zone", m.zone,
+            "--suffix", m.suffix, "--port", "0", "--shard-limit", str(self.shard_limit),
+            "--lease-ttl", str(self.lease_ttl_s), "--exit-drain", str(self.exit_drain_s),
+            "--log-level", self.log_level,
+        ]  # fmt: skip
+        # The child imports what this process can: the application's modules travel by reference.
+        path = os.pathsep.join(p or os.getcwd() for p in sys.path)
+        env = {**os.environ, "PYTHONPATH": path}
+        with open(m.log_path, "ab") as log_file:
+            m.proc = spawn(cmd, stdout=subprocess.PIPE, stderr=log_file, stdin=subprocess.DEVNULL, env=env)
+        ready = _read_ready_line(m.proc, START_TIMEOUT_S)
+        if ready is None:
+            terminate(m.proc)
+            with open(m.log_path, errors="replace") as f:
+                tail = f.read()[-2000:]
+            raise GazetteError(Status.OK, f"consumer {m.suffix} did not start; its log ends with:\n{tail}")
+        m.endpoint = ready["endpoint"]
 
     def stop(self, i: int, graceful: bool = True) -> None:
-        """Stops member `i`: gracefully (its shards move first), or as a crash (`graceful=False`)."""
-        self._index(i)
-        consumer, self.consumers[i] = self.consumers[i], None
+        """Stops member `i`: gracefully (its shards move first; SIGTERM for a subprocess), or as a crash
+        (`graceful=False`: SIGKILL for a subprocess; its lease expires after `lease_ttl_s`)."""
+        m = self._member(i)
+        consumer, m.consumer = m.consumer, None
         if consumer is not None:
             self._loop.run(consumer.stop(graceful=graceful), timeout=STOP_TIMEOUT_S)
+        proc = m.proc
+        if proc is not None:
+            if proc.poll() is None:
+                if graceful:
+                    terminate(proc, timeout=STOP_TIMEOUT_S)
+                else:
+                    proc.kill()
+                    proc.wait()
+            if proc.stdout is not None:
+                proc.stdout.close()
 
     def kill(self, i: int) -> None:
         """A crash of member `i`: nothing drains, its lease expires after `lease_ttl_s`."""
         self.stop(i, graceful=False)
 
+    def pid(self, i: int) -> int:
+        """The process id of subprocess member `i` (for signals such as SIGSTOP)."""
+        m = self._member(i)
+        if m.proc is None or m.proc.poll() is not None:
+            what = "runs in this process" if self.mode == "inprocess" else "is not running"
+            raise GazetteError(Status.OK, f"consumer {i} {what}: it has no process of its own to signal")
+        return int(m.proc.pid)
+
+    def endpoint(self, i: int) -> str:
+        """Where member `i` serves the Shard service."""
+        return self._member(i).endpoint
+
     def close(self) -> None:
         """Stops every member at once (so none waits to hand its shards to another exiting one)."""
-        consumers = [c for c in self.consumers if c is not None]
-        self.consumers = [None] * len(self.consumers)
+        if self._client is not None:
+            try:
+                self._client.close()
+            except Exception:
+                pass
+            self._client = None
+        consumers = [m.consumer for m in self.members if m.consumer is not None]
+        procs = [m.proc for m in self.members if m.proc is not None and m.proc.poll() is None]
+        for m in self.members:
+            m.consumer = None
+        for proc in procs:
+            _signal_stop(proc)
         if consumers:
             self._loop.run(_stop_all(consumers), timeout=STOP_TIMEOUT_S)
+        for proc in procs:
+            terminate(proc, timeout=STOP_TIMEOUT_S)
+        for m in self.members:
+            if m.proc is not None and m.proc.stdout is not None:
+                m.proc.stdout.close()
+        if self._own_dir:
+            shutil.rmtree(self.data_dir, ignore_errors=True)
 
-    def _index(self, i: int) -> None:
-        if not 0 <= i < len(self.consumers):
+    def _member(self, i: int) -> _Member:
+        if not 0 <= i < len(self.members):
             raise GazetteError(
-                Status.OK, f"no consumer {i} (the group has members 0..{len(self.consumers) - 1})"
+                Status.OK, f"no consumer {i} (the group has members 0..{len(self.members) - 1})"
             )
+        return self.members[i]
 
     def __enter__(self) -> ConsumerGroup:
         return self
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+def _signal_stop(proc: subprocess.Popen) -> None:
+    """Sends SIGTERM (and SIGCONT, for a paused one) without waiting: members exit together."""
+    try:
+        proc.send_signal(signal.SIGTERM)
+        proc.send_signal(signal.SIGCONT)
+    except ProcessLookupError:
+        pass
+
+
+def _read_ready_line(proc: subprocess.Popen, timeout: float) -> dict[str, Any] | None:
+    """The JSON ready line `gazette consumer run` prints, or None on exit or timeout."""
+    result: list[dict[str, Any]] = []
+
+    def read() -> None:
+        assert proc.stdout is not None
+        line = proc.stdout.readline()
+        if line:
+            try:
+                result.append(json.loads(line))
+            except ValueError:
+                pass
+
+    t = threading.Thread(target=read, daemon=True)
+    t.start()
+    t.join(timeout)
+    return result[0] if result else None
 
 
 async def _started(consumer: Consumer) -> Consumer:

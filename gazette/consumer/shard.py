@@ -1,9 +1,11 @@
 """Shard: one assignment of a shard to this consumer, and its lifecycle (reference 7.3).
 
-A standby (slot > 0) reports STANDBY and waits to be promoted (no recovery log to tail yet). A primary
-(slot 0) builds its store, restores the checkpoint (installing the store's fence), reports PRIMARY and
-runs the transaction loop. An error fails the shard: FAILED, with the error in its assignment value,
-until the assignment is removed. Application calls and store work run on the shard's worker thread.
+A standby (slot > 0) reports STANDBY and waits to be promoted; with a recovery log it first plays
+the log back (BACKFILL) and keeps tailing it (recoverylog.recovery). A primary (slot 0) takes the
+recovery log over (if any), builds its store, restores the checkpoint (installing the store's fence),
+reports PRIMARY and runs the transaction loop. An error fails the shard: FAILED, with the error in its
+assignment value, until the assignment is removed. Application calls and store work run on the
+shard's worker thread.
 """
 
 from __future__ import annotations
@@ -16,6 +18,8 @@ from typing import TYPE_CHECKING, Any
 from gazette.allocator.state import Assignment
 from gazette.client.aio import AsyncClient
 from gazette.client.append_service import AsyncAppendService
+from gazette.consumer.recoverylog.recorder import Recorder
+from gazette.consumer.recoverylog.recovery import ShardRecovery
 from gazette.consumer.spec import ShardSpec
 from gazette.consumer.status import ReplicaCode, ReplicaStatus
 from gazette.consumer.store import Store
@@ -52,6 +56,8 @@ class Shard:
         self.recovery_log = ""  # none yet: every pending append is a commit dependency
         self.read_through: dict[str, int] = {}
         self.store: Store | None = None
+        self.recovery: ShardRecovery | None = None  # with a recovery log: playback, hand-off, hints
+        self.recorder: Recorder | None = None  # what new_store records through, once primary
         self.txn_loop: TransactionLoop | None = None
         self.error: str | None = None
         self.is_primary = False
@@ -80,6 +86,8 @@ class Shard:
     async def stop(self) -> None:
         """Cancels the shard (reassignment or consumer exit), drops unsent appends, frees the store."""
         await cancel_and_wait(self._task)
+        if self.recovery is not None:
+            await self.recovery.stop()
         await self.service.abort()
         store, self.store = self.store, None
         if store is not None:
@@ -88,9 +96,16 @@ class Shard:
 
     async def _run(self, hooks: Hooks) -> None:
         try:
+            if self.spec.recovery_log_prefix:
+                self.recovery = ShardRecovery(self)
             if self.assignment.slot != 0:
-                await self.consumer.set_status(self, ReplicaStatus(ReplicaCode.STANDBY))
-                await self._promoted.wait()
+                if self.recovery is not None:
+                    await self.recovery.standby(self._promoted)  # BACKFILL, then STANDBY once tailing
+                else:
+                    await self.consumer.set_status(self, ReplicaStatus(ReplicaCode.STANDBY))
+                    await self._promoted.wait()
+            if self.recovery is not None:
+                self.recorder = await self.recovery.recover()
             await self._run_primary(hooks)
         except asyncio.CancelledError:
             raise
@@ -101,7 +116,7 @@ class Shard:
 
     async def _run_primary(self, hooks: Hooks) -> None:
         loop = asyncio.get_running_loop()
-        self.store = store = await loop.run_in_executor(self.worker, self.app.new_store, self, None)
+        self.store = store = await loop.run_in_executor(self.worker, self.app.new_store, self, self.recorder)
         if not isinstance(store, Store):
             raise TypeError(f"{type(self.app).__name__}.new_store returned {store!r}, not a gazette Store")
         checkpoint = await loop.run_in_executor(self.worker, store.restore_checkpoint, self)

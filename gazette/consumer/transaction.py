@@ -6,14 +6,17 @@ A transaction consumes until nothing is ready once `min_txn_duration` has passed
 Its checkpoint (read-through offsets, producer states, ACK intents) commits with the store after every
 pending append; the ACK intents are appended only after that commit (they depend on its future).
 On start, the restored checkpoint's ACK intents are appended again before anything is read.
+Progress (read-through, publish-at, recent timings) is what the Shard service's Stat and Inspect read.
 """
 
 from __future__ import annotations
 
 import asyncio
+import collections
 import concurrent.futures
 import dataclasses
 import logging
+import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -35,6 +38,7 @@ log = logging.getLogger(__name__)
 T = TypeVar("T")
 
 READ_QUEUE_CHUNKS = 64  # decoded read chunks buffered between the source readers and the loop
+RECENT_TXN_TIMINGS = 64  # completed transactions whose timings Inspect reports
 _COMMITS = frozenset(
     {
         QueueOutcome.OUTSIDE_COMMIT,
@@ -53,6 +57,19 @@ class Hooks:
     ack_gate: Callable[[Shard, ConsumerCheckpoint], bool] | None = None
 
 
+@dataclasses.dataclass(frozen=True, slots=True)
+class TxnTiming:
+    """One completed transaction: when it began (unix s), how many envelopes it consumed, and the
+    seconds spent consuming (first message to commit start), committing (the store) and
+    acknowledging (store commit to the last ACK append)."""
+
+    began_at: float
+    messages: int
+    consume_s: float
+    commit_s: float
+    ack_s: float
+
+
 @dataclasses.dataclass
 class _Txn:
     """A transaction that started committing: its commit future and the ACK appends depending on it."""
@@ -60,11 +77,30 @@ class _Txn:
     checkpoint: ConsumerCheckpoint
     commit: concurrent.futures.Future
     acks: list[AppendFuture]
+    began_at: float = 0.0  # unix seconds of its first message
+    messages: int = 0
+    consume_s: float = 0.0
+    commit_started: float = 0.0  # time.monotonic() values
+    committed: float = 0.0
+    acked: float = 0.0
+    publish_at: dict[str, int] = dataclasses.field(default_factory=dict)
 
     async def wait(self) -> None:
         await asyncio.wrap_future(self.commit)
+        self.committed = time.monotonic()
         for ack in self.acks:
-            await ack
+            res = await ack
+            self.publish_at[res.journal] = max(self.publish_at.get(res.journal, 0), res.end)
+        self.acked = time.monotonic()
+
+    def timing(self) -> TxnTiming:
+        return TxnTiming(
+            self.began_at,
+            self.messages,
+            self.consume_s,
+            max(0.0, self.committed - self.commit_started),
+            max(0.0, self.acked - self.committed),
+        )
 
 
 class TransactionLoop:
@@ -83,6 +119,11 @@ class TransactionLoop:
         )
         self.publisher = Publisher(shard.client, service=shard.service)
         self.transactions = 0  # committed and acknowledged
+        self.last_committed = checkpoint  # the checkpoint of the last completed transaction
+        self.publish_at: dict[str, int] = {}  # per journal, the end of this primary's last ACK append
+        self.timings: collections.deque[TxnTiming] = collections.deque(maxlen=RECENT_TXN_TIMINGS)
+        self.stopped = False  # the loop exited (an error, or the shard was cancelled)
+        self._progressed: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         self._queue: asyncio.Queue[tuple[ReadUncommitted, list[Envelope]] | BaseException] = asyncio.Queue(
             READ_QUEUE_CHUNKS
         )
@@ -91,6 +132,27 @@ class TransactionLoop:
 
     async def in_worker(self, fn: Callable[..., T], *args: Any) -> T:
         return await asyncio.get_running_loop().run_in_executor(self.shard.worker, fn, *args)
+
+    # ---- progress
+
+    async def wait_progress(self) -> None:
+        """Returns once the shard's progress (`shard.read_through`, `publish_at`) changed or the loop
+        stopped (then `stopped` is True)."""
+        if not self.stopped:
+            await asyncio.shield(self._progressed)
+
+    def _progress(self, read_through: dict[str, int]) -> None:
+        self.shard.read_through = read_through
+        done, self._progressed = self._progressed, asyncio.get_running_loop().create_future()
+        done.set_result(None)
+
+    def _publish_idle_progress(self) -> None:
+        """Reference 7.4: with no transaction open, outcomes that commit nothing (duplicates,
+        rollbacks, open spans) still move the read-through, so a Stat does not hang on them."""
+        if not self.sequencer.dequeuing:
+            offsets = self.sequencer.offsets
+            if offsets != self.shard.read_through:
+                self._progress(offsets)
 
     # ---- startup
 
@@ -102,6 +164,9 @@ class TransactionLoop:
             while True:
                 prev = await self._transaction(prev)
         finally:
+            self.stopped = True
+            if not self._progressed.done():
+                self._progressed.set_result(None)
             for task in (*self._readers, self._get):
                 if task is not None:
                     task.cancel()
@@ -161,6 +226,8 @@ class TransactionLoop:
         spec = self.shard.spec
         prev_done: asyncio.Future[None] | None = asyncio.ensure_future(prev.wait()) if prev else None
         began: float | None = None
+        began_at = began_mono = 0.0
+        messages = 0
         min_at = max_at = 0.0
         try:
             while True:
@@ -169,6 +236,8 @@ class TransactionLoop:
                     assert prev is not None
                     self._finished(prev)
                     prev_done = None
+                    if began is None:
+                        self._publish_idle_progress()
                 now = loop.time()
                 reading = began is None or now < max_at
                 if not reading:
@@ -196,16 +265,23 @@ class TransactionLoop:
                     raise item
                 envs = await self._sequence(*item)
                 if not envs:
+                    if began is None and prev_done is None:
+                        self._publish_idle_progress()
                     continue
                 if began is None:
                     began = loop.time()
+                    began_at, began_mono = time.time(), time.monotonic()
                     min_at, max_at = began + spec.min_txn_duration, began + spec.max_txn_duration
                     await self.in_worker(self.app.begin_txn, self.shard, self.store)
                 await self.in_worker(self._consume, envs)
+                messages += len(envs)
         finally:
             if prev_done is not None and not prev_done.done():
                 prev_done.cancel()
-        return await self._start_commit()
+        txn = await self._start_commit()
+        txn.began_at, txn.messages = began_at, messages
+        txn.consume_s = max(0.0, txn.commit_started - began_mono) if began is not None else 0.0
+        return txn
 
     async def _sequence(self, reader: ReadUncommitted, envs: list[Envelope]) -> list[Envelope]:
         """The committed envelopes that queueing `envs` releases, replaying spans the ring lost."""
@@ -232,6 +308,7 @@ class TransactionLoop:
 
     async def _start_commit(self) -> _Txn:
         shard, store = self.shard, self.store
+        commit_started = time.monotonic()
         await self.in_worker(self.app.finalize_txn, shard, store, self.publisher)
         checkpoint = ConsumerCheckpoint(
             self.sequencer.checkpoint(prune_horizon_clock(PRUNE_HORIZON_24H_S)),
@@ -249,7 +326,7 @@ class TransactionLoop:
             shard.service.append(j, ack, dependencies=[gate]) for j, ack in checkpoint.ack_intents.items()
         ]
         await self.in_worker(self.app.finished_txn, shard, store, commit)
-        return _Txn(checkpoint, commit, acks)
+        return _Txn(checkpoint, commit, acks, commit_started=commit_started)
 
     def _gate(
         self, commit: concurrent.futures.Future, gate: concurrent.futures.Future, cp: ConsumerCheckpoint
@@ -261,4 +338,7 @@ class TransactionLoop:
 
     def _finished(self, txn: _Txn) -> None:
         self.transactions += 1
-        self.shard.read_through = txn.checkpoint.read_through
+        self.last_committed = txn.checkpoint
+        self.publish_at.update(txn.publish_at)
+        self.timings.append(txn.timing())
+        self._progress(txn.checkpoint.read_through)

@@ -142,7 +142,8 @@ def run(
 ) -> dict[str, int]:
     """Publishes `words`, runs the word-count consumer until all are consumed and returns the stored
     counts. With `kill_consumer_at` (a fraction), the consumer crashes once it has committed about that
-    fraction of the words, between a store commit and its ACKs, and a fresh consumer takes over."""
+    fraction of the words and a fresh consumer takes over: in-process, between a store commit and its
+    ACKs (a test hook); with a subprocess cluster, by a SIGKILL of the consumer process."""
     client = cluster.client()
     client.apply_journals(journals(partitions))
     cluster.wait_for_routes()
@@ -159,12 +160,16 @@ def run(
                 return False
         return not crashed.is_set()
 
-    group: ConsumerGroup = cluster.run_consumer(
-        WordCount(db_dir), shards(partitions), hooks=Hooks(ack_gate=ack_gate)
-    )
+    inprocess = getattr(cluster, "mode", "inprocess") == "inprocess"
+    hooks = {"hooks": Hooks(ack_gate=ack_gate)} if inprocess else {}
+    group: ConsumerGroup = cluster.run_consumer(WordCount(db_dir), shards(partitions), **hooks)
     heads = publish_words(client, words, partitions)
     if limit is not None:
-        if not crashed.wait(timeout):
+        if not inprocess:
+            group.wait_for(
+                lambda _: sum(store_counts(db_dir).values()) >= (limit or 0), timeout, f"{limit} words counted"
+            )
+        elif not crashed.wait(timeout):
             raise TimeoutError(f"the consumer did not commit {limit} words within {timeout:.0f} s")
         group.kill(0)
         crashed.clear()  # the restarted member acknowledges normally

@@ -225,10 +225,10 @@ class LocalCluster:
             raise GazetteError(0, f"no broker {i} (the cluster has brokers 0..{len(self.brokers) - 1})")
         return self.brokers[i]
 
-    def _need_subprocess(self, what: str) -> None:
+    def _need_subprocess(self, what: str, kind: str = "broker") -> None:
         if self.mode != "subprocess":
             raise GazetteError(
-                0, f'{what} sends a signal to a broker process, which needs LocalCluster(mode="subprocess")'
+                0, f'{what} sends a signal to a {kind} process, which needs LocalCluster(mode="subprocess")'
             )
 
     def stop_broker(self, i: int) -> None:
@@ -278,23 +278,63 @@ class LocalCluster:
     def run_consumer(
         self, app: Any, shards: Any = (), processes: int = 1, *, root: str | None = None, **options: Any
     ) -> Any:
-        """Applies `shards` (ShardSpecs) and starts `processes` in-process members of the consumer
-        application `app` under `root` (default `<parent of the broker root>/consumers/<app class>`);
-        returns its `gazette.consumer.ConsumerGroup` (stop/kill/restart members, list shards). Options
-        go to ConsumerGroup (e.g. hooks=, shard_limit=); members are stopped with the cluster."""
+        """Applies `shards` (ShardSpecs) and starts `processes` members of the consumer application
+        `app` under `root` (default `<parent of the broker root>/consumers/<app class>`): in this
+        process, or as `gazette consumer run` subprocesses when the cluster's mode is "subprocess"
+        (then `app` must be picklable by cloudpickle; the error says how to fix it otherwise).
+        Returns its `gazette.consumer.ConsumerGroup` (stop/kill/restart members, list shards, and
+        `client()`, a ShardClient: `group.client().stat_shard(...)`). Options go to ConsumerGroup
+        (e.g. hooks= in-process only, shard_limit=, mode=); members are stopped with the cluster."""
         from gazette.consumer.runner import ConsumerGroup  # local is above consumer; imported on use
 
         if root is None:
             root = f"{self.root.rsplit('/', 1)[0]}/consumers/{type(app).__name__}"
         options.setdefault("lease_ttl_s", self.lease_ttl_s)
         options.setdefault("zones", self.zones)
+        options.setdefault("mode", self.mode)
+        options.setdefault("log_level", self.log_level)
+        options.setdefault("data_dir", os.path.join(self.data_dir, "consumers", root.strip("/").replace("/", "_")))
         running = next((h.endpoint for h in self.brokers if h.running), self.brokers[0].endpoint)
         group = ConsumerGroup(
             app, etcd=self.etcd_endpoint, broker=running, root=root, processes=processes, loop=self._loop,
             **options,
         )
         self._consumer_groups.append(group)
-        return group.start(shards)
+        try:
+            return group.start(shards)
+        except BaseException:
+            group.close()
+            self._consumer_groups.remove(group)
+            raise
+
+    def _consumer_group(self, group: Any) -> Any:
+        if group is not None:
+            return group
+        if len(self._consumer_groups) != 1:
+            raise GazetteError(
+                0,
+                f"this cluster runs {len(self._consumer_groups)} consumer applications: "
+                "name one with group= (what run_consumer returned)",
+            )
+        return self._consumer_groups[0]
+
+    def kill_consumer(self, i: int, group: Any = None) -> None:
+        """A crash of consumer member `i` (of `group`, default the only one run_consumer started):
+        SIGKILL of its process ("subprocess" mode), or an abrupt in-process stop; either way nothing
+        drains and its shards move once its lease expires. `group.restart(i)` starts it anew."""
+        self._consumer_group(group).kill(i)
+
+    def pause_consumer(self, i: int, group: Any = None) -> None:
+        """SIGSTOP of consumer member `i`, returning once it is stopped (needs mode="subprocess")."""
+        self._need_subprocess("pause_consumer", "consumer")
+        pid = self._consumer_group(group).pid(i)
+        os.kill(pid, signal.SIGSTOP)
+        _wait_stopped(pid)
+
+    def resume_consumer(self, i: int, group: Any = None) -> None:
+        """SIGCONT of a paused consumer member `i` (needs mode="subprocess")."""
+        self._need_subprocess("resume_consumer", "consumer")
+        os.kill(self._consumer_group(group).pid(i), signal.SIGCONT)
 
     def client(self) -> Client:
         """A sync client through the first running broker (shared; closed with the cluster)."""

@@ -1,4 +1,5 @@
-"""Protocol status codes (reference 3.2) as a Python enum mirroring broker.proto's `Status`."""
+"""Protocol status codes (reference 3.2) as a Python enum mirroring broker.proto's `Status`, plus
+the shard statuses of consumer.proto (reference 7.8), numbered from 100 so that one enum holds both."""
 
 from __future__ import annotations
 
@@ -23,6 +24,11 @@ class Status(IntEnum):
     REGISTER_MISMATCH = 13
     SUSPENDED = 14
     FRAGMENT_STORE_UNHEALTHY = 15
+    # consumer.proto's Status (which shares OK and ETCD_TRANSACTION_FAILED).
+    SHARD_NOT_FOUND = 100
+    NO_SHARD_PRIMARY = 101
+    NOT_SHARD_PRIMARY = 102
+    SHARD_STOPPED = 103
 
 
 def to_pb(status: Status | int) -> Any:

@@ -1,0 +1,179 @@
+"""`gazette consumer run`: one Consumer member as a process, and how an Application gets into it.
+
+The application is `module:Class` (instantiated with keyword arguments from JSON) or a file of
+cloudpickle bytes (`pickle_application`, what LocalCluster.run_consumer writes). When ready the process
+prints one JSON line to stdout ({"endpoint", "zone", "suffix", "root", "pid"}), as `gazette broker
+serve` does. SIGTERM or SIGINT stop it gracefully (its shards move first); a lost lease ends it with
+LEASE_LOST_EXIT_CODE.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import importlib
+import json
+import logging
+import os
+import signal
+import sys
+import types
+from collections.abc import Mapping
+from typing import Any
+
+from gazette.consumer.application import Application
+from gazette.consumer.consumer import Consumer
+from gazette.protocol.errors import ValidationError
+
+LEASE_LOST_EXIT_CODE = 3
+
+
+class ApplicationLoadError(ValidationError):
+    """An Application could not be pickled for, or loaded in, a consumer process; says how to fix it."""
+
+
+def _find_spec_afresh(name: str, path: Any) -> Any:
+    """What the import system would find for `name` if it were not imported yet (sys.modules aside)."""
+    for finder in sys.meta_path:
+        find_spec = getattr(finder, "find_spec", None)
+        if find_spec is None:
+            continue
+        try:
+            spec = find_spec(name, path)
+        except (ImportError, ValueError, AttributeError):
+            continue
+        if spec is not None:
+            return spec
+    return None
+
+
+def _importable_as_is(module: types.ModuleType) -> bool:
+    """True if a fresh interpreter with this process's sys.path imports `module` from the same file."""
+    path: Any = None
+    spec = None
+    parts = module.__name__.split(".")
+    for i in range(len(parts)):
+        spec = _find_spec_afresh(".".join(parts[: i + 1]), path)
+        if spec is None:
+            return False
+        path = spec.submodule_search_locations
+    origin = getattr(spec, "origin", None)
+    file = getattr(module, "__file__", None)
+    return bool(origin and file) and os.path.realpath(str(origin)) == os.path.realpath(str(file))
+
+
+def pickle_application(app: Application) -> bytes:
+    """`app` as cloudpickle bytes for a consumer subprocess (which gets this process's sys.path).
+
+    Classes of modules a fresh interpreter can import travel by reference; those of `__main__` (a
+    notebook), of functions, or of modules it could not import (e.g. pytest's) travel by value.
+    """
+    import cloudpickle
+
+    if not isinstance(app, Application):
+        raise ApplicationLoadError(f"{app!r} is not an instance of gazette.consumer.Application")
+    cls = type(app)
+    by_value = []
+    for klass in cls.__mro__:
+        module = sys.modules.get(klass.__module__)
+        if module is None or klass.__module__ in ("builtins", "__main__") or module in by_value:
+            continue
+        if not _importable_as_is(module):
+            by_value.append(module)
+    for module in by_value:
+        cloudpickle.register_pickle_by_value(module)
+    try:
+        data: bytes = cloudpickle.dumps(app)
+    except Exception as exc:
+        raise ApplicationLoadError(
+            f"the Application {cls.__qualname__} (module {cls.__module__}) cannot run in consumer "
+            f"subprocesses: cloudpickle could not pickle it ({type(exc).__name__}: {exc}). Keep its "
+            "attributes picklable (paths and settings, not open connections, locks or threads; build "
+            "those in new_store), or define the class in an importable module and start the process with "
+            "`gazette consumer run module:Class`, or run it in-process (LocalCluster(mode='inprocess'))"
+        ) from None
+    finally:
+        for module in by_value:
+            cloudpickle.unregister_pickle_by_value(module)
+    return data
+
+
+def load_application(
+    target: str | None = None, *, pickle_path: str | None = None, kwargs: Mapping[str, Any] | None = None
+) -> Application:
+    """The Application of `module:Class` (called with `kwargs`; a `module:instance` is used as is) or
+    of a file written from `pickle_application`."""
+    if (target is None) == (pickle_path is None):
+        raise ApplicationLoadError("give exactly one of an application (module:Class) and a pickle file")
+    if pickle_path is not None:
+        import cloudpickle
+
+        try:
+            with open(pickle_path, "rb") as f:
+                app = cloudpickle.load(f)
+        except (OSError, ImportError, AttributeError, EOFError) as exc:
+            raise ApplicationLoadError(
+                f"the application pickle {pickle_path} could not be loaded ({type(exc).__name__}: {exc}); "
+                "its class must be importable here, or picklable by value"
+            ) from None
+    else:
+        assert target is not None
+        module_name, sep, attr = target.partition(":")
+        if not sep or not module_name or not attr:
+            raise ApplicationLoadError(f'application "{target}" is not of the form module:Class')
+        try:
+            module = importlib.import_module(module_name)
+        except ImportError as exc:
+            raise ApplicationLoadError(
+                f'application "{target}": module {module_name} cannot be imported ({exc}); is it on PYTHONPATH?'
+            ) from None
+        obj: Any = module
+        for part in attr.split("."):
+            if not hasattr(obj, part):
+                raise ApplicationLoadError(f'application "{target}": {module_name} has no attribute {attr}')
+            obj = getattr(obj, part)
+        if isinstance(obj, type):
+            try:
+                app = obj(**dict(kwargs or {}))
+            except TypeError as exc:
+                raise ApplicationLoadError(
+                    f'application "{target}" could not be built with arguments {dict(kwargs or {})}: {exc}'
+                ) from None
+        else:
+            if kwargs:
+                raise ApplicationLoadError(f'application "{target}" is an instance: it takes no arguments')
+            app = obj
+    if not isinstance(app, Application):
+        raise ApplicationLoadError(f"{app!r} is not an instance of gazette.consumer.Application")
+    return app
+
+
+async def serve(consumer: Consumer) -> None:
+    await consumer.start()
+    ready = {
+        "endpoint": consumer.endpoint,
+        "zone": consumer.zone,
+        "suffix": consumer.suffix,
+        "root": consumer.root,
+        "pid": os.getpid(),
+    }
+    print(json.dumps(ready), flush=True)
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, stop.set)
+    signalled = asyncio.ensure_future(stop.wait())
+    stopped = asyncio.ensure_future(consumer.stopped.wait())  # by itself: its lease was lost
+    await asyncio.wait({signalled, stopped}, return_when=asyncio.FIRST_COMPLETED)
+    signalled.cancel()
+    stopped.cancel()
+    lease_lost = consumer.stopped.is_set()
+    await consumer.stop(graceful=True)
+    if lease_lost:
+        raise SystemExit(LEASE_LOST_EXIT_CODE)
+
+
+def run(consumer: Consumer, log_level: str = "WARNING") -> None:
+    logging.basicConfig(
+        level=log_level.upper(), stream=sys.stderr, format="%(asctime)s %(name)s %(levelname)s %(message)s"
+    )
+    asyncio.run(serve(consumer))
