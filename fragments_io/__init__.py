@@ -1,8 +1,9 @@
 """fragments_io: the PySpark data source over persisted fragments, committed-only by default.
 
-`register(spark)` adds the `gazette` format; `read_committed` is the fragment-parallel committed
-read; `sql_view` creates a temporary view. Depends on gazette.protocol, keyspace (read-only),
-fragment and message; never on a running broker.
+`register(spark)` adds the `gazette` format (batch and streaming); `read_committed` is the
+fragment-parallel committed read; `sql_view` creates a temporary view; `to_delta` and
+`delta_foreach_batch` write DataFrames into Delta tables exactly once. Depends on gazette.protocol,
+keyspace (read-only), fragment and message; never on a running broker.
 """
 
 from __future__ import annotations
@@ -32,11 +33,23 @@ __all__ = [
     "OptionError",
     "SchemaMismatchError",
     "check_java",
+    "delta_foreach_batch",
     "read_committed",
     "register",
     "spark_session",
     "sql_view",
+    "to_delta",
 ]
+_DELTA_NAMES = ("to_delta", "delta_foreach_batch")
+
+
+def __getattr__(name: str) -> Any:
+    """`to_delta` and `delta_foreach_batch` from fragments_io.delta, imported on first use."""
+    if name in _DELTA_NAMES:
+        from fragments_io import delta
+
+        return getattr(delta, name)
+    raise AttributeError(f"module 'fragments_io' has no attribute {name!r}")
 
 JAVA_HINT = (
     "fragments_io needs a Java 17+ runtime for PySpark and found no `java` on PATH or under JAVA_HOME: "
@@ -74,11 +87,16 @@ def spark_session(master: str = "local[2]", app_name: str = "fragments_io", **co
     return spark
 
 
+PUSHDOWN_CONF = "spark.sql.python.filterPushdown.enabled"
+
+
 def register(spark: SparkSession) -> None:
-    """Registers the `gazette` data source with this session (registration is per session)."""
+    """Registers the `gazette` data source with this session (registration is per session) and
+    turns on Python filter pushdown, without which Spark refuses a reader that has pushFilters."""
     from fragments_io.source import GazetteDataSource
 
     spark.dataSource.register(GazetteDataSource)
+    spark.conf.set(PUSHDOWN_CONF, "true")
 
 
 def _options(options: dict[str, Any]) -> dict[str, str]:

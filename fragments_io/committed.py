@@ -9,11 +9,12 @@ whole journals inside the data source, and `decide_group` under groupBy(journal,
 from __future__ import annotations
 
 import bisect
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 
 import numpy as np
 import pandas as pd
 
+from gazette.message.checkpoint import Checkpoint
 from gazette.message.envelope import Envelope
 from gazette.message.sequencer import RING_SIZE_DEFAULT, QueueOutcome, Sequencer
 from gazette.message.uuid import Flags
@@ -26,12 +27,31 @@ _COMMITS = frozenset(
 DECISION_SCHEMA = "journal string, begin long"
 
 
-class CommitTracker:
-    """Runs a Sequencer over rows of one journal; `committed` collects the ids of delivered rows."""
+History = Callable[[int, int], list[Envelope]]
 
-    def __init__(self, journal: str, ring_size: int = RING_SIZE_DEFAULT) -> None:
+
+class CommitTracker:
+    """Runs a Sequencer over rows of one journal; `committed` collects the ids of delivered rows.
+
+    With `checkpoint`, the Sequencer resumes from it and rows start at its read-through offset of
+    the journal; a replay reaching below that offset gets those envelopes from `history(lo, hi)`.
+    """
+
+    def __init__(
+        self,
+        journal: str,
+        ring_size: int = RING_SIZE_DEFAULT,
+        checkpoint: Checkpoint | None = None,
+        history: History | None = None,
+    ) -> None:
         self.journal = journal
-        self.sequencer = Sequencer(ring_size=ring_size)
+        if checkpoint is None:
+            self.sequencer = Sequencer(ring_size=ring_size)
+            self._base = 0
+        else:
+            self.sequencer = Sequencer.from_checkpoint(checkpoint, ring_size)
+            self._base = checkpoint.offsets.get(journal, 0)
+        self._history = history
         self._retained: list[Envelope] = []  # rows since the oldest open span (replay source)
         self._retained_begins: list[int] = []
         self._producers: dict[str, bytes] = {}
@@ -72,7 +92,10 @@ class CommitTracker:
                 _, lo, hi = seq.replay_range()
                 i = bisect.bisect_left(retained_begins, lo)
                 j = bisect.bisect_left(retained_begins, hi)
-                seq.start_replay(retained[i:j])
+                if self._history is not None and lo < self._base:
+                    seq.start_replay(self._history(lo, min(hi, self._base)) + retained[i:j])
+                else:
+                    seq.start_replay(retained[i:j])
             while (done := seq.step()) is not None:
                 if done.flags != _ACK:
                     out.append(done.message)

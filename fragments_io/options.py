@@ -47,8 +47,12 @@ KNOWN_OPTIONS = {
         "schema",
         "inferSchema",
         "samplingBytes",
+        "maxBytesPerTrigger",
+        "checkpoint",
     )
 }
+STREAM_ONLY_OPTIONS = ("maxbytespertrigger", "checkpoint")
+BATCH_ONLY_OPTIONS = ("beginoffset", "endoffset", "beginmodtime", "endmodtime")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -69,6 +73,9 @@ class ReadOptions:
     schema: str | None = None  # DDL of the message fields
     infer_schema: bool = True
     sampling_bytes: int = DEFAULT_SAMPLING_BYTES
+    max_bytes_per_trigger: int | None = None  # streaming: content bytes admitted per micro-batch
+    checkpoint: str | None = None  # streaming: a Checkpoint's JSON form to start from
+    given: frozenset[str] = frozenset()  # lower-case keys of the options given
 
     def replace(self, **changes: Any) -> ReadOptions:
         return dataclasses.replace(self, **changes)
@@ -112,6 +119,26 @@ def parse_time(name: str, text: Any) -> int:
     if when.tzinfo is None:
         when = when.replace(tzinfo=dt.UTC)
     return int(when.timestamp())
+
+
+def _checkpoint_json(value: Any) -> str:
+    """The canonical JSON of a Checkpoint given as JSON text or its dict form (validated)."""
+    import json
+
+    from gazette.message.checkpoint import Checkpoint
+    from gazette.protocol.errors import ValidationError
+
+    data = value
+    if isinstance(value, str | bytes):
+        try:
+            data = json.loads(value)
+        except ValueError as e:
+            raise OptionError(f"option checkpoint is not JSON: {e}") from None
+    try:
+        checkpoint = Checkpoint.from_dict(data)
+    except ValidationError as e:
+        raise OptionError(f"option checkpoint is not a consumer checkpoint: {e}") from None
+    return json.dumps(checkpoint.to_dict(), sort_keys=True)
 
 
 def parse_options(raw: Mapping[str, Any]) -> ReadOptions:
@@ -179,6 +206,11 @@ def parse_options(raw: Mapping[str, Any]) -> ReadOptions:
         kw["infer_schema"] = _bool("inferSchema", opts["inferschema"])
     if "samplingbytes" in opts:
         kw["sampling_bytes"] = _int("samplingBytes", opts["samplingbytes"], 1)
+    if "maxbytespertrigger" in opts:
+        kw["max_bytes_per_trigger"] = _int("maxBytesPerTrigger", opts["maxbytespertrigger"], 1)
+    if "checkpoint" in opts:
+        kw["checkpoint"] = _checkpoint_json(opts["checkpoint"])
+    kw["given"] = frozenset(opts)
     result = ReadOptions(**kw)
     if (
         result.begin_offset is not None

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 import datetime as dt
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from typing import Any
 
 import numpy as np
@@ -19,6 +19,7 @@ import pyarrow.compute as pc
 from pyspark.sql.datasource import (
     DataSource,
     DataSourceReader,
+    DataSourceStreamReader,
     EqualTo,
     Filter,
     GreaterThan,
@@ -43,7 +44,7 @@ from pyspark.sql.types import (
 from fragments_io.committed import CommitTracker
 from fragments_io.decode import JournalDecoder, infer_fields, iter_contents, published_at_us
 from fragments_io.discovery import discover
-from fragments_io.errors import SchemaMismatchError
+from fragments_io.errors import OptionError, SchemaMismatchError
 from fragments_io.options import ReadOptions, parse_options
 from fragments_io.planning import RowBounds, Task, cover, plan_partitions
 
@@ -129,7 +130,17 @@ class GazetteDataSource(DataSource):
         return inferred_schema(self.opts)
 
     def reader(self, schema: StructType) -> GazetteReader:
+        if self.opts.checkpoint is not None:
+            raise OptionError(
+                "option checkpoint applies to spark.readStream only (a batch read decides commits from "
+                "each journal's start)"
+            )
         return GazetteReader(self.opts, schema)
+
+    def streamReader(self, schema: StructType) -> DataSourceStreamReader:  # noqa: N802 (Spark's name)
+        from fragments_io.streaming import GazetteStreamReader
+
+        return GazetteStreamReader(self.opts, schema)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -242,9 +253,13 @@ class GazetteReader(DataSourceReader):
             yield pa.RecordBatch.from_pylist([], schema=self.target)
 
     def _decoder(self, task: Task) -> JournalDecoder:
+        return self.decoder_for(task.journal, task.framing)
+
+    def decoder_for(self, journal: str, framing: str) -> JournalDecoder:
+        """A decoder of `journal`'s content into this reader's columns (message fields included)."""
         return JournalDecoder(
-            task.journal,
-            task.framing,
+            journal,
+            framing,
             self.opts.isolation,
             self.opts.uuid_pointer,
             self.fields_arrow,
@@ -259,36 +274,13 @@ class GazetteReader(DataSourceReader):
 
     def _committed(self, task: Task) -> Iterator[tuple[pa.Table, int]]:
         dec = self._decoder(task)
-        tracker = CommitTracker(task.journal)
-        held: list[tuple[pa.Table, int, int, int]] = []  # (table, first row id, last end, mod_time)
-        next_id = 0
-
-        def release(horizon: int | None) -> Iterator[tuple[pa.Table, int]]:
-            while held and (horizon is None or held[0][2] <= horizon):
-                table, first, _, mod_time = held.pop(0)
-                mask = tracker.take_committed(first, table.num_rows)
-                yield table.filter(pa.array(mask)), mod_time
 
         def tables() -> Iterator[tuple[pa.Table, int]]:
             for f, content in iter_contents(task.fragments, self.opts.ignore_corrupt_fragments):
                 yield dec.feed(f, content), f.mod_time
             yield dec.finish(), 0
 
-        for table, mod_time in tables():
-            n = table.num_rows
-            if n:
-                tracker.add(
-                    next_id,
-                    table.column("begin").to_numpy(),
-                    table.column("end").to_numpy(),
-                    table.column("producer").to_pylist(),
-                    table.column("clock").to_numpy(),
-                    table.column("flags").to_numpy(),
-                )
-                held.append((table, next_id, int(table.column("end")[n - 1].as_py()), mod_time))
-                next_id += n
-            yield from release(tracker.open_horizon())
-        yield from release(None)
+        yield from commit_filter(CommitTracker(task.journal), tables())
 
     def _shape(self, table: pa.Table, journal: str, mod_time: int) -> pa.Table:
         """Row bounds applied, then the columns of the Spark schema, in order, cast exactly."""
@@ -339,3 +331,34 @@ class GazetteReader(DataSourceReader):
                     ) from None
             cols.append(col)
         return pa.Table.from_arrays(cols, schema=self.target)
+
+
+def commit_filter(
+    tracker: CommitTracker, tables: Iterable[tuple[pa.Table, int]]
+) -> Iterator[tuple[pa.Table, int]]:
+    """The committed rows of `tables` (one journal's, in offset order, each with its mod_time),
+    decided by `tracker`. A table is held until no transaction open before its end remains."""
+    held: list[tuple[pa.Table, int, int, int]] = []  # (table, first row id, last end, mod_time)
+    next_id = 0
+
+    def release(horizon: int | None) -> Iterator[tuple[pa.Table, int]]:
+        while held and (horizon is None or held[0][2] <= horizon):
+            table, first, _, mod_time = held.pop(0)
+            mask = tracker.take_committed(first, table.num_rows)
+            yield table.filter(pa.array(mask)), mod_time
+
+    for table, mod_time in tables:
+        n = table.num_rows
+        if n:
+            tracker.add(
+                next_id,
+                table.column("begin").to_numpy(),
+                table.column("end").to_numpy(),
+                table.column("producer").to_pylist(),
+                table.column("clock").to_numpy(),
+                table.column("flags").to_numpy(),
+            )
+            held.append((table, next_id, int(table.column("end")[n - 1].as_py()), mod_time))
+            next_id += n
+        yield from release(tracker.open_horizon())
+    yield from release(None)

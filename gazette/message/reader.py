@@ -295,7 +295,8 @@ class ReadCommitted(ReadUncommitted):
     as processed, so a ReadCommitted built with `checkpoint=` (a Checkpoint or its dict form) resumes
     with the next one. Reading then starts at the checkpoint's read-through offset of the journal,
     which may lie before what was delivered (an open transaction); `offset` is used only for a
-    journal the checkpoint does not name. `sequencer` is the live Sequencer (for notebooks).
+    journal the checkpoint does not name; -1 (the write head) is resolved when iteration starts.
+    `sequencer` is the live Sequencer (for notebooks). Not thread-safe.
     """
 
     def __init__(
@@ -316,11 +317,14 @@ class ReadCommitted(ReadUncommitted):
         if checkpoint is not None:
             if not isinstance(checkpoint, Checkpoint):
                 checkpoint = Checkpoint.from_dict(checkpoint)
-            self.sequencer = Sequencer.from_checkpoint(checkpoint, ring_size=ring_size)
             offset = checkpoint.offsets.get(journal, offset)
+            self._restore = (dict(checkpoint.offsets), list(checkpoint.producers))
         else:
-            seed = {journal: offset} if isinstance(offset, int) and offset >= 0 else None
-            self.sequencer = Sequencer(seed, ring_size=ring_size)
+            self._restore = ({}, [])
+        if isinstance(offset, int) and offset >= 0:
+            self._restore[0].setdefault(journal, offset)
+        self._ring_size = ring_size
+        self.sequencer = Sequencer(*self._restore, ring_size=ring_size)
         super().__init__(
             client,
             journal,
@@ -333,6 +337,13 @@ class ReadCommitted(ReadUncommitted):
         )
         self.skip_acks = skip_acks
         self.replays = 0  # committed sequences read back from the journal (ring too small)
+
+    def _start_at(self, head: int) -> None:
+        """Reading from the write head (offset -1): the head found when iteration starts is the
+        journal's read-through offset from then on (so a checkpoint taken at once resumes there)."""
+        self.offset = head
+        offsets, states = self._restore
+        self.sequencer = Sequencer({**offsets, self.journal: head}, states, ring_size=self._ring_size)
 
     def checkpoint(self, prune_horizon: int | None = None) -> Checkpoint:
         """Where to resume: every envelope returned so far counts as processed (see Sequencer.checkpoint)."""
@@ -353,6 +364,8 @@ class ReadCommitted(ReadUncommitted):
     def _iterate(self) -> Iterator[Envelope]:
         if not isinstance(self.client, Client):
             raise TypeError(f"{type(self).__name__} over an AsyncClient is an async iterator: use `async for`")
+        if self.offset == -1:
+            self._start_at(self.client.read_head(self.journal))
         seq = self.sequencer
         queue, step = seq.queue, seq.step
         skip_acks = self.skip_acks
@@ -386,6 +399,8 @@ class ReadCommitted(ReadUncommitted):
                 f"{type(self).__name__} over a sync Client is a plain iterator: use `for` "
                 "(or pass client.aio from code running on the client's loop)"
             )
+        if self.offset == -1:
+            self._start_at(await self.client.read_head(self.journal))
         seq = self.sequencer
         queue, step = seq.queue, seq.step
         skip_acks = self.skip_acks

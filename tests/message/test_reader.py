@@ -327,6 +327,16 @@ def test_blocking_readers_tail_the_journal(cluster, client):
         later += _append(client, journal, [p.frame(CONT, 3), p.frame(ACK)])
         assert _where(_take(c_it, 3)) == later  # committed: once the ACK lands
 
+    # From the write head (-1): only what is appended after the read starts, and a checkpoint
+    # taken before anything arrives resumes at that head, not at 0.
+    head = client.read_head(journal)
+    with ReadCommitted(client, journal, -1, block=True) as tail:
+        it = iter(tail)
+        assert _where(_take(it, 0)) == [] and tail.checkpoint().offsets == {journal: head}
+        newest = _append(client, journal, [p.frame(OUT, 5)])
+        assert _where(_take(it, 1)) == newest
+    assert _where(ReadCommitted(client, journal, -1)) == []
+
 
 async def test_async_blocking_reader_tails(cluster, client):
     journal = _journal(cluster, client)
