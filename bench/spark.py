@@ -1,0 +1,474 @@
+"""`python -m bench.spark [--quick] [--gb N]`: the gazette data source against `spark.read.json` on
+the same decompressed bytes, in one Spark session (issue 6's benchmark; also run by `make bench`).
+
+Generates JSON messages of interleaved producers over 8+ journals as real fragments in a file://
+store, and the same bytes as .json files; times one aggregate query per reader (ratios t(json) /
+t(ours), higher is better), then times the stages of our read() in-process."""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import hashlib
+import json
+import random
+import shutil
+import statistics
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from rich.console import Console
+from rich.table import Table
+
+from gazette.fragment.content import persist_blocking
+from gazette.fragment.fragment import Fragment
+from gazette.message.uuid import CLOCK_TICK, Flags, build_uuid, clock_from_unix_ns, new_producer_id
+from gazette.protocol.codec import Codec
+
+HERE = Path(__file__).resolve().parent
+GB = 10**9
+FIELDS_DDL = (
+    "id BIGINT, user STRING, kind STRING, amount DOUBLE, ts TIMESTAMP, tags ARRAY<STRING>, text STRING, "
+    "_meta STRUCT<uuid: STRING>"
+)
+METADATA_DDL = (  # read_committed's schema argument is the whole schema, metadata columns first
+    "journal STRING, begin BIGINT, end BIGINT, uuid STRING, producer STRING, clock BIGINT, "
+    "published_at TIMESTAMP, flags INT, value STRING"
+)
+QUERY_DDL = "id BIGINT, kind STRING, amount DOUBLE, ts TIMESTAMP"  # the columns _query reads
+PRUNED_DDL = "journal STRING, begin BIGINT, " + QUERY_DDL
+TARGET_UNCOMMITTED = 1.2
+TARGET_COMMITTED = 1.0
+PRODUCERS_PER_JOURNAL = 4
+_KINDS = ("click", "view", "purchase", "signup", "refund", "search")
+_WORDS = "alpha beta gamma delta epsilon zeta eta theta iota kappa lambda omicron sigma omega".split()
+
+
+@dataclasses.dataclass(frozen=True)
+class Settings:
+    name: str
+    gigabytes: float
+    journals: int
+    fragment_mib: int
+    runs: int
+    codec: str
+
+
+QUICK = Settings("quick", 0.125, 8, 8, 1, "none")
+FULL = Settings("full", 1.0, 8, 32, 3, "none")
+
+
+# -- data -----------------------------------------------------------------------------------------
+
+
+def uuid_text(pid_hex: str, clock: int, flags: int) -> str:
+    """str(build_uuid(...)) without building a UUID object (the generator's hot path)."""
+    ts = clock >> 4
+    return (
+        f"{ts & 0xFFFFFFFF:08x}-{(ts >> 32) & 0xFFFF:04x}-{((ts >> 48) & 0x0FFF) | 0x1000:04x}-"
+        f"{0x8000 | ((clock & 0xF) << 10) | flags:04x}-{pid_hex}"
+    )
+
+
+@dataclasses.dataclass
+class Dataset:
+    root: Path
+    store: str
+    json_dir: Path
+    journals: list[str]
+    bytes: int
+    messages: int  # every line, ACKs included (what the uncommitted read and spark.read.json count)
+    committed: int  # what ReadCommitted delivers, ACKs excluded
+    fragments: int
+
+
+class _Writer:
+    """Buffers one journal's lines into fragments of about `fragment_bytes` (store) and .json files."""
+
+    def __init__(self, data: Dataset, journal: str, fragment_bytes: int, codec: Codec) -> None:
+        self.data, self.journal, self.fragment_bytes, self.codec = data, journal, fragment_bytes, codec
+        self.parts: list[str] = []
+        self.size = 0
+        self.offset = 0
+
+    def add(self, line: str) -> None:
+        self.parts.append(line)
+        self.size += len(line)
+        if self.size >= self.fragment_bytes:
+            self.flush()
+
+    def flush(self) -> None:
+        if not self.parts:
+            return
+        content = "".join(self.parts).encode()
+        frag = Fragment(self.journal, self.offset, self.offset + len(content), hashlib.sha1(content).digest(), self.codec)
+        persist_blocking(frag, lambda: iter([content]), self.data.store, "")
+        name = self.journal.replace("/", "_") + f"-{self.offset:016x}.json"
+        (self.data.json_dir / name).write_bytes(content)
+        self.offset += len(content)
+        self.data.bytes += len(content)
+        self.data.fragments += 1
+        self.parts, self.size = [], 0
+
+
+def generate(root: Path, settings: Settings, log: Callable[[str], None], seed: int = 6) -> Dataset:
+    """Writes the dataset under `root`: per journal, producers interleave transactions of 1-20
+    CONTINUE messages and an ACK (1 in 50 rolled back by an ACK at the last ACK's clock) with
+    self-committed messages, and 1 message in 200 is re-sent (an at-least-once duplicate)."""
+    rng = random.Random(seed)
+    store_dir = root / "store"
+    json_dir = root / "json"
+    store_dir.mkdir(parents=True)
+    json_dir.mkdir()
+    data = Dataset(root, f"file://{store_dir}/", json_dir, [], 0, 0, 0, 0)
+    codec = Codec[settings.codec.upper()] if settings.codec != "none" else Codec.NONE
+    per_journal = int(settings.gigabytes * GB / settings.journals)
+    texts = [" ".join(rng.choice(_WORDS) for _ in range(12)) for _ in range(256)]
+    stamps = [f"2024-03-{1 + i % 28:02d}T{i % 24:02d}:{i % 60:02d}:{(7 * i) % 60:02d}Z" for i in range(997)]
+    pid = new_producer_id()
+    assert uuid_text(pid.hex(), 12345678901, 2) == str(build_uuid(pid, 12345678901, 2))
+    ack_tail = '"_meta":{"uuid":"%s"}}\n'
+    for j in range(settings.journals):
+        journal = f"bench/events/part-{j:03d}"
+        data.journals.append(journal)
+        w = _Writer(data, journal, settings.fragment_mib << 20, codec)
+        pids = [new_producer_id().hex() for _ in range(PRODUCERS_PER_JOURNAL)]
+        clocks = [clock_from_unix_ns(1_700_000_000 * 10**9) + k * 1000 for k in range(PRODUCERS_PER_JOURNAL)]
+        acked = list(clocks)
+        first_clocks = list(clocks)
+        open_left = [0] * PRODUCERS_PER_JOURNAL  # CONTINUEs still to send in the open transaction
+        open_sent = [0] * PRODUCERS_PER_JOURNAL
+        rollback = [False] * PRODUCERS_PER_JOURNAL
+        i = 0
+        while w.offset + w.size < per_journal:
+            p = rng.randrange(PRODUCERS_PER_JOURNAL)
+            if open_left[p] == 0 and open_sent[p]:  # close the transaction
+                if rollback[p]:
+                    w.add("{" + ack_tail % uuid_text(pids[p], acked[p], Flags.ACK_TXN))
+                else:
+                    clocks[p] += CLOCK_TICK
+                    acked[p] = clocks[p]
+                    w.add("{" + ack_tail % uuid_text(pids[p], clocks[p], Flags.ACK_TXN))
+                    data.committed += open_sent[p]
+                data.messages += 1
+                open_sent[p] = 0
+                continue
+            if open_left[p] == 0 and rng.random() < 0.7:
+                open_left[p] = rng.randint(1, 20)
+                rollback[p] = rng.random() < 0.02 and acked[p] != first_clocks[p]  # an ACK to roll back to
+            if open_left[p]:
+                flags = Flags.CONTINUE_TXN
+                open_left[p] -= 1
+                open_sent[p] += 1
+            else:
+                flags = Flags.OUTSIDE_TXN
+                data.committed += 1
+            clocks[p] += CLOCK_TICK
+            if flags == Flags.OUTSIDE_TXN:
+                acked[p] = clocks[p]
+            i += 1
+            line = (
+                f'{{"id":{i},"user":"user-{rng.randrange(100000)}","kind":"{_KINDS[i % 6]}",'
+                f'"amount":{rng.randrange(100000) / 100},"ts":"{stamps[i % 997]}",'
+                f'"tags":["{_WORDS[i % 14]}","{_WORDS[(i * 7) % 14]}"],"text":"{texts[i % 256]}",'
+                + ack_tail % uuid_text(pids[p], clocks[p], flags)
+            )
+            w.add(line)
+            data.messages += 1
+            if rng.random() < 0.005:
+                w.add(line)  # an at-least-once duplicate, right behind: the Sequencer drops it
+                data.messages += 1
+        # Close every transaction so the committed count is exact.
+        for p in range(PRODUCERS_PER_JOURNAL):
+            if open_sent[p]:
+                clocks[p] += CLOCK_TICK
+                w.add("{" + ack_tail % uuid_text(pids[p], clocks[p], Flags.ACK_TXN))
+                data.committed += open_sent[p]
+                data.messages += 1
+        w.flush()
+        log(f"  {journal}: {w.offset / 1e6:,.0f} MB")
+    return data
+
+
+# -- measuring ------------------------------------------------------------------------------------
+
+
+def _query(df: Any) -> list[Any]:
+    from pyspark.sql import functions as F
+
+    return (
+        df.groupBy("kind")
+        .agg(F.count(F.lit(1)).alias("n"), F.sum("amount").alias("amount"), F.max("id"), F.max("ts"))
+        .collect()
+    )
+
+
+READERS = ("json", "uncommitted", "committed", "read_committed")
+SHAPES = ("all columns", "query columns")
+
+
+def _contenders(spark: Any, data: Dataset, shape: str) -> dict[str, Callable[[], Any]]:
+    """Fresh DataFrames per call (a load() per query: no planning cached between runs). "all
+    columns": every reader gets the messages' whole schema (Spark's JSON reader then prunes to the
+    query's columns by itself; a Python data source cannot). "query columns": every reader gets
+    only the query's columns as its schema (ours: plus journal and begin)."""
+    import fragments_io
+
+    def ours(isolation: str) -> Callable[[], Any]:
+        def make() -> Any:
+            reader = spark.read.format("gazette").option("store", data.store).option("journals", "bench/")
+            reader = reader.option("isolation", isolation)
+            if shape == "all columns":
+                return reader.option("schema", FIELDS_DDL).load()
+            return reader.schema(PRUNED_DDL).load()
+
+        return make
+
+    rc_schema = METADATA_DDL + ", " + FIELDS_DDL if shape == "all columns" else PRUNED_DDL
+    return {
+        "json": lambda: spark.read.schema(FIELDS_DDL if shape == "all columns" else QUERY_DDL).json(str(data.json_dir)),
+        "uncommitted": ours("uncommitted"),
+        "committed": ours("committed"),
+        "read_committed": lambda: fragments_io.read_committed(spark, rc_schema, store=data.store, journals="bench/"),
+    }
+
+
+def _check_counts(contenders: dict[str, Callable[[], Any]], data: Dataset) -> dict[str, int]:
+    counts = {name: sum(r.n for r in _query(make())) for name, make in contenders.items()}
+    if counts["json"] != data.messages or counts["uncommitted"] != data.messages:
+        raise RuntimeError(f"row counts {counts} differ from the {data.messages} messages generated")
+    if counts["committed"] != data.committed or counts["read_committed"] != data.committed:
+        raise RuntimeError(f"committed row counts {counts} differ from the {data.committed} generated")
+    return counts
+
+
+def measure(spark: Any, data: Dataset, runs: int, log: Callable[[str], None]) -> dict[str, dict[str, list[float]]]:
+    """Seconds per query for each shape and reader: `runs` rounds, readers interleaved in each."""
+    out: dict[str, dict[str, list[float]]] = {}
+    for shape in SHAPES:
+        contenders = _contenders(spark, data, shape)
+        log(f"{shape}: warm-up and row counts (untimed)")
+        log(f"  rows: {_check_counts(contenders, data)}")
+        samples: dict[str, list[float]] = {name: [] for name in contenders}
+        for r in range(runs):
+            for name, make in contenders.items():
+                df = make()
+                start = time.perf_counter()
+                _query(df)
+                samples[name].append(time.perf_counter() - start)
+            log(f"{shape}, run {r + 1}/{runs}: " + ", ".join(f"{n} {v[-1]:.2f} s" for n, v in samples.items()))
+        out[shape] = samples
+    return out
+
+
+# Stages of read(): (name, where, function); timers around them (they do not nest).
+STAGES = (
+    ("fragment read, SHA1, decompress", "decode", "read_content"),
+    ("newline scan", "decode", "_lines"),
+    ("JSON parse (pyarrow)", "decode.JournalDecoder", "_read_json"),
+    ("UUID split", "decode", "split_uuids"),
+    ("metadata columns", "decode.JournalDecoder", "_assemble"),
+    ("commit decision: Sequencer", "committed.CommitTracker", "add"),
+    ("commit decision: masks, horizon", "committed.CommitTracker", "take_committed"),
+    ("commit decision: masks, horizon", "committed.CommitTracker", "open_horizon"),
+    ("shape and cast to the Spark schema", "source.GazetteReader", "_shape"),
+)
+
+
+def _timed(stages: dict[str, float], name: str, fn: Callable[..., Any]) -> Callable[..., Any]:
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        t0 = time.perf_counter()
+        try:
+            return fn(*args, **kwargs)
+        finally:
+            stages[name] = stages.get(name, 0.0) + time.perf_counter() - t0
+
+    return wrapper
+
+
+def profile(spark: Any, data: Dataset, isolation: str) -> dict[str, Any]:
+    """Runs read() of every partition of one journal in this process, timing each stage (a timer
+    around the function doing it: they do not nest); read() on one core, without Spark's JVM side.
+    A timer, not cProfile: cProfile inflates the per-message Python of the commit decision."""
+    from pyspark.sql.types import StructType
+
+    from fragments_io import committed, decode, source
+
+    options = {"store": data.store, "journals": data.journals[0], "isolation": isolation, "schema": FIELDS_DDL}
+    ds = source.GazetteDataSource(options)
+    ddl = ds.schema()
+    schema = ddl if isinstance(ddl, StructType) else StructType.fromDDL(ddl)
+    assert isinstance(schema, StructType)
+    reader = ds.reader(schema)
+    parts = reader.partitions()
+    stages: dict[str, float] = {}
+    modules = {"decode": decode, "committed.CommitTracker": committed.CommitTracker}
+    modules |= {"decode.JournalDecoder": decode.JournalDecoder, "source.GazetteReader": source.GazetteReader}
+    saved = []
+    for name, where, attr in STAGES:
+        owner = modules[where]
+        original = owner.__dict__[attr]
+        saved.append((owner, attr, original))
+        setattr(owner, attr, _timed(stages, name, original))
+    try:
+        start = time.perf_counter()
+        rows = 0
+        for p in parts:
+            for batch in reader.read(p):
+                rows += batch.num_rows
+        wall = time.perf_counter() - start
+    finally:
+        for owner, attr, original in saved:
+            setattr(owner, attr, original)
+    stages["other (batches, Python glue)"] = max(0.0, wall - sum(stages.values()))
+    size = sum(f.stat().st_size for f in (data.root / "store" / data.journals[0]).rglob("*") if f.is_file())
+    return {
+        "isolation": isolation,
+        "journal_bytes": size,
+        "rows": rows,
+        "wall_s": wall,
+        "mb_per_s_one_core": size / wall / 1e6,
+        "stages_s": dict(sorted(stages.items(), key=lambda kv: -kv[1])),
+    }
+
+
+# -- report ---------------------------------------------------------------------------------------
+
+
+def _ratio_rows(samples: dict[str, dict[str, list[float]]]) -> list[dict[str, Any]]:
+    rows = []
+    for shape, by_reader in samples.items():
+        json_s = by_reader["json"]
+        for name in READERS:
+            ours = by_reader[name]
+            ratios = [j / o for j, o in zip(json_s, ours, strict=True)]
+            target = None if name == "json" else TARGET_UNCOMMITTED if name == "uncommitted" else TARGET_COMMITTED
+            rows.append(
+                {
+                    "shape": shape,
+                    "reader": name,
+                    "seconds": statistics.median(ours),
+                    "samples": ours,
+                    "ratio": None if name == "json" else statistics.median(ratios),
+                    "target": target,
+                }
+            )
+    return rows
+
+
+def run(settings: Settings, console: Console, data_dir: str | None = None, keep: bool = False) -> dict[str, Any]:
+    """Generates the data, measures, profiles, prints the tables; the results as a dict."""
+    import fragments_io
+
+    log = console.log
+    root = Path(tempfile.mkdtemp(prefix="bench-spark-", dir=data_dir))
+    try:
+        log(f"bench.spark ({settings.name}): generating {settings.gigabytes:g} GB over {settings.journals} journals")
+        start = time.perf_counter()
+        data = generate(root, settings, log)
+        log(f"generated {data.bytes / 1e9:.2f} GB, {data.messages:,} messages, {data.fragments} fragments in "
+            f"{time.perf_counter() - start:.0f} s")  # fmt: skip
+        spark = fragments_io.spark_session(
+            "local[2]",
+            "bench-spark",
+            **{
+                "spark.ui.enabled": "false",
+                "spark.sql.session.timeZone": "UTC",
+                "spark.sql.shuffle.partitions": "2",
+                "spark.driver.memory": "3g",
+            },
+        )
+        try:
+            samples = measure(spark, data, settings.runs, log)
+            log("profiling read() in-process (one journal, one core)")
+            profiles = [profile(spark, data, iso) for iso in ("uncommitted", "committed")]
+        finally:
+            spark.stop()
+    finally:
+        if not keep:
+            shutil.rmtree(root, ignore_errors=True)
+    rows = _ratio_rows(samples)
+    overhead = {}
+    for shape in SHAPES:
+        by = {r["reader"]: r["seconds"] for r in rows if r["shape"] == shape}
+        overhead[shape] = {
+            "committed_vs_uncommitted": by["committed"] / by["uncommitted"],
+            "read_committed_vs_uncommitted": by["read_committed"] / by["uncommitted"],
+        }
+    results = {
+        "settings": dataclasses.asdict(settings),
+        "data": {"bytes": data.bytes, "messages": data.messages, "committed": data.committed, "fragments": data.fragments},
+        "readers": rows,
+        "committed_overhead": overhead,
+        "profiles": profiles,
+    }
+    print_results(results, console)
+    return results
+
+
+def print_results(results: dict[str, Any], console: Console) -> None:
+    d = results["data"]
+    table = Table(
+        title=f"fragments_io vs spark.read.json: {d['bytes'] / 1e9:.2f} GB, {d['messages']:,} messages "
+        f"({results['settings']['name']}, median of {results['settings']['runs']})"
+    )
+    for col in ("Schema", "Reader", "Seconds", "MB/s", "Ratio t(json)/t(ours)", "Target"):
+        table.add_column(col, justify="left" if col in ("Schema", "Reader", "Target") else "right")
+    for r in results["readers"]:
+        target = ""
+        if r["target"] is not None:
+            target = f"≥ {r['target']:.1f} {'✓' if r['ratio'] >= r['target'] else '✗'}"
+        ratio = "limit" if r["ratio"] is None else f"{r['ratio']:.2f}"
+        table.add_row(r["shape"], r["reader"], f"{r['seconds']:.2f}", f"{d['bytes'] / r['seconds'] / 1e6:,.0f}", ratio, target)
+    console.print(table)
+    for shape, o in results["committed_overhead"].items():
+        console.print(
+            f"committed overhead, {shape}: t(committed)/t(uncommitted) {o['committed_vs_uncommitted']:.2f}, "
+            f"t(read_committed)/t(uncommitted) {o['read_committed_vs_uncommitted']:.2f}"
+        )
+    for p in results["profiles"]:
+        prof = Table(
+            title=f"read() profile, isolation={p['isolation']}: {p['journal_bytes'] / 1e6:,.0f} MB in "
+            f"{p['wall_s']:.2f} s on one core ({p['mb_per_s_one_core']:,.0f} MB/s)"
+        )
+        prof.add_column("Stage (cumulative time)")
+        prof.add_column("Seconds", justify="right")
+        prof.add_column("Share", justify="right")
+        total = sum(p["stages_s"].values())
+        for name, secs in p["stages_s"].items():
+            prof.add_row(name, f"{secs:.2f}", f"{secs / total:.0%}")
+        console.print(prof)
+
+
+def main(argv: list[str] | None = None, console: Console | None = None) -> dict[str, Any]:
+    parser = argparse.ArgumentParser(prog="python -m bench.spark", description=__doc__.split("\n\n")[0])
+    parser.add_argument("--quick", action="store_true", help=f"{QUICK.gigabytes:g} GB, one run (a smoke test)")
+    parser.add_argument("--gb", type=float, help="gigabytes of messages (default 1, quick 0.125)")
+    parser.add_argument("--runs", type=int, help="timed rounds (each figure is their median)")
+    parser.add_argument("--journals", type=int, help="journals (default 8)")
+    parser.add_argument("--codec", choices=("none", "gzip", "zstandard", "snappy"), help="fragment codec")
+    parser.add_argument("--data-dir", help="where to write the generated data (default: the temp dir)")
+    parser.add_argument("--keep", action="store_true", help="keep the generated data")
+    args = parser.parse_args(argv)
+    settings = QUICK if args.quick else FULL
+    changes = {k: v for k, v in (("gigabytes", args.gb), ("runs", args.runs), ("journals", args.journals),
+                                 ("codec", args.codec)) if v is not None}  # fmt: skip
+    if changes.get("runs", 1) < 1 or changes.get("journals", 1) < 1 or changes.get("gigabytes", 1) <= 0:
+        parser.error(f"--runs, --journals and --gb must be positive (got {changes})")
+    settings = dataclasses.replace(settings, **changes)
+    if console is None:
+        console = Console()
+        if not console.is_terminal:
+            console.width = max(console.width, 120)  # piped or captured: don't wrap the tables
+    results = run(settings, console, args.data_dir, args.keep)
+    out = HERE / "spark_results.json"
+    out.write_text(json.dumps({"date": time.strftime("%Y-%m-%dT%H:%M:%S%z"), **results}, indent=2) + "\n")
+    console.log(f"wrote {out}")
+    return results
+
+
+if __name__ == "__main__":
+    main()
