@@ -1,10 +1,10 @@
 """Message iterators over one journal: ReadUncommitted decodes every frame, ReadCommitted adds a
-Sequencer so each committed message is delivered exactly once (reference 6.5).
+Sequencer so each committed message is delivered exactly once (reference 6.5). Imports the client.
 
-One async core reads the journal, decodes a whole read chunk at a time and yields lists of
-Envelopes; `for` over a sync Client flattens those lists on the caller's thread (one loop-thread
-hop per chunk, not per message) and `async for` over an AsyncClient does the same on the loop.
-ReadCommitted runs its Sequencer where the caller iterates, so `checkpoint()` is exact at any point.
+One async core reads and decodes a whole read chunk at a time, yielding lists of Envelopes: `for`
+over a sync Client flattens them on the caller's thread (one loop-thread hop per chunk), `async for`
+over an AsyncClient on the loop. ReadCommitted sequences where the caller iterates, so its
+`checkpoint()` is exact between any two envelopes.
 """
 
 from __future__ import annotations
@@ -33,7 +33,6 @@ __all__ = ["ReadCommitted", "ReadUncommitted"]
 log = logging.getLogger(__name__)
 
 _ACK = int(Flags.ACK_TXN)
-_O_OUTSIDE_COMMIT = QueueOutcome.OUTSIDE_COMMIT
 _O_REPLAY = QueueOutcome.ACK_COMMIT_REPLAY
 # Outcomes that leave a committed sequence to dequeue with step(); the others drop or hold.
 _COMMITS = frozenset(
@@ -341,9 +340,9 @@ class ReadCommitted(ReadUncommitted):
     def _start_at(self, head: int) -> None:
         """Reading from the write head (offset -1): the head found when iteration starts is the
         journal's read-through offset from then on (so a checkpoint taken at once resumes there)."""
-        self.offset = head
         offsets, states = self._restore
         self.sequencer = Sequencer({**offsets, self.journal: head}, states, ring_size=self._ring_size)
+        self.offset = head
 
     def checkpoint(self, prune_horizon: int | None = None) -> Checkpoint:
         """Where to resume: every envelope returned so far counts as processed (see Sequencer.checkpoint)."""
@@ -375,11 +374,6 @@ class ReadCommitted(ReadUncommitted):
             for batch in batches:
                 for env in batch:
                     outcome = queue(env)
-                    if outcome is _O_OUTSIDE_COMMIT:
-                        step()  # returns env: the sequence is env alone
-                        step()  # marks it processed and ends the sequence
-                        yield env
-                        continue
                     if outcome not in commits:
                         continue
                     if outcome is _O_REPLAY:

@@ -327,14 +327,17 @@ def test_blocking_readers_tail_the_journal(cluster, client):
         later += _append(client, journal, [p.frame(CONT, 3), p.frame(ACK)])
         assert _where(_take(c_it, 3)) == later  # committed: once the ACK lands
 
-    # From the write head (-1): only what is appended after the read starts, and a checkpoint
-    # taken before anything arrives resumes at that head, not at 0.
-    head = client.read_head(journal)
-    with ReadCommitted(client, journal, -1, block=True) as tail:
-        it = iter(tail)
-        assert _where(_take(it, 0)) == [] and tail.checkpoint().offsets == {journal: head}
-        newest = _append(client, journal, [p.frame(OUT, 5)])
-        assert _where(_take(it, 1)) == newest
+    # From the write head (-1): only what is appended after the read starts.
+    with ReadCommitted(client, journal, -1, block=True) as tail, concurrent.futures.ThreadPoolExecutor(1) as pool:
+        pending = pool.submit(next, iter(tail))
+        # Wait until the read has started at the head (its sequencer is seeded with it) ...
+        deadline = time.monotonic() + WAIT_S
+        while tail.offset == -1:
+            assert time.monotonic() < deadline, "the tail never resolved the write head"
+            time.sleep(0.001)
+        assert tail.checkpoint().offsets == {journal: client.read_head(journal)}
+        newest = _append(client, journal, [p.frame(OUT, 5)])  # ... so this comes after it
+        assert _where([pending.result(WAIT_S)]) == newest
     assert _where(ReadCommitted(client, journal, -1)) == []
 
 
