@@ -20,3 +20,10 @@ from gazette.protocol.spec import JournalSpec  # noqa: E402
 from gazette.protocol.status import Status  # noqa: E402
 
 __all__ = ["Client", "Fragment", "GazetteError", "JournalSpec", "Status", "aio", "connect"]
+
+
+def load_ipython_extension(ipython) -> None:  # noqa: ANN001
+    """`%load_ext gazette` (API.md): the `%gazette` magics, importing IPython only when asked."""
+    from gazette.notebook.magics import load_ipython_extension as load
+
+    load(ipython)

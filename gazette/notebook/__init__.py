@@ -1,0 +1,19 @@
+"""Notebook tools: the `%gazette` magics and live ipywidgets views of journals, fragments,
+sequencers and checkpoints.
+
+`%load_ext gazette.notebook` registers the magics; the views are plain classes usable anywhere.
+"""
+
+from gazette.notebook.magics import GazetteMagics, NotebookError, Table, load_ipython_extension
+from gazette.notebook.widgets import CheckpointView, ClusterView, JournalView, SequencerView
+
+__all__ = [
+    "CheckpointView",
+    "ClusterView",
+    "GazetteMagics",
+    "JournalView",
+    "NotebookError",
+    "SequencerView",
+    "Table",
+    "load_ipython_extension",
+]

@@ -1,0 +1,348 @@
+"""The `%gazette` line magic and `%%gazette` cell magic: start a LocalCluster bound to the kernel
+(`up`/`down`/`status`), then `journals`, `apply`, `append`, `publish`, `read`, `fragments`, `flush`,
+`shards` and `stat` from a cell.
+
+Results are `Table`s (HTML in notebooks, plain text elsewhere); errors print as one readable line.
+"""
+
+from __future__ import annotations
+
+import argparse
+import atexit
+import dataclasses
+import html
+import shlex
+import sys
+import threading
+from collections.abc import Sequence
+from typing import Any
+
+import orjson
+from IPython.core.magic import Magics, line_cell_magic, magics_class
+
+from gazette.client.sync import Client
+from gazette.local.cluster import LocalCluster
+from gazette.protocol.errors import GazetteError
+from gazette.protocol.spec import load_specs_yaml
+
+COMMANDS = (
+    "up",
+    "down",
+    "status",
+    "journals",
+    "apply",
+    "append",
+    "read",
+    "fragments",
+    "publish",
+    "flush",
+    "shards",
+    "stat",
+)
+STAT_TIMEOUT_S = 30.0
+
+
+class NotebookError(ValueError):
+    """A `%gazette` command was malformed or cannot run in the current state."""
+
+
+class Table:
+    """Rows under named columns; renders as an HTML table in notebooks and as text elsewhere."""
+
+    def __init__(self, columns: Sequence[str], rows: Sequence[Sequence[Any]], title: str = "") -> None:
+        self.columns = list(columns)
+        self.rows = [list(r) for r in rows]
+        self.title = title
+
+    def column(self, name: str) -> list[Any]:
+        i = self.columns.index(name)
+        return [r[i] for r in self.rows]
+
+    def _repr_html_(self) -> str:
+        head = "".join(f"<th>{html.escape(str(c))}</th>" for c in self.columns)
+        body = "".join(
+            "<tr>" + "".join(f"<td>{html.escape(str(v))}</td>" for v in row) + "</tr>" for row in self.rows
+        )
+        caption = f"<caption>{html.escape(self.title)}</caption>" if self.title else ""
+        return f'<table class="gazette-table">{caption}<thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>'
+
+    def __repr__(self) -> str:
+        cells = [self.columns] + [[str(v) for v in r] for r in self.rows]
+        widths = [max(len(str(row[i])) for row in cells) for i in range(len(self.columns))]
+        lines = [
+            "  ".join(str(v).ljust(w) for v, w in zip(row, widths, strict=True)).rstrip() for row in cells
+        ]
+        if self.title:
+            lines.insert(0, self.title)
+        return "\n".join(lines)
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> Any:  # type: ignore[override]
+        raise NotebookError(f"%gazette {self.prog.split()[-1]}: {message}")
+
+    def exit(self, status: int = 0, message: str | None = None) -> Any:  # type: ignore[override]
+        raise NotebookError(message or f"%gazette {self.prog}: exited")
+
+
+def _parser(command: str) -> _Parser:
+    p = _Parser(prog=f"gazette {command}", add_help=False)
+    if command == "up":
+        p.add_argument("--brokers", type=int, default=1)
+        p.add_argument("--mode", choices=("inprocess", "subprocess"), default="inprocess")
+        p.add_argument("--store", default=None)
+    elif command == "journals":
+        p.add_argument("selector", nargs="?", default=None)
+    elif command == "append":
+        p.add_argument("journal")
+        p.add_argument("text", nargs="?", default=None)
+    elif command == "read":
+        p.add_argument("journal")
+        p.add_argument("--offset", type=int, default=0)
+        p.add_argument("--tail", type=int, default=None)
+        p.add_argument("--committed", action="store_true")
+    elif command in ("fragments", "flush"):
+        p.add_argument("journal")
+    elif command == "shards":
+        p.add_argument("selector", nargs="?", default=None)
+        p.add_argument("--root", default=None)
+    elif command == "stat":
+        p.add_argument("shard")
+        p.add_argument("--root", default=None)
+    elif command == "publish":
+        p.add_argument("journal")
+        p.add_argument("json", nargs="?", default=None)
+    return p
+
+
+@magics_class
+class GazetteMagics(Magics):
+    """`%gazette COMMAND ...`; the cluster started by `up` is stopped by `down` or at kernel exit."""
+
+    def __init__(self, shell: Any = None) -> None:
+        super().__init__(shell)
+        self.cluster: LocalCluster | None = None
+        self._client: Client | None = None
+
+    # --- entry point ------------------------------------------------------------------------------
+    @line_cell_magic
+    def gazette(self, line: str, cell: str | None = None) -> Any:
+        try:
+            return self.run(line, cell)
+        except (GazetteError, NotebookError, ValueError, OSError) as err:
+            print(f"gazette: {err}", file=sys.stderr)
+            return None
+
+    def run(self, line: str, cell: str | None = None) -> Any:
+        """Runs one command and returns its result; raises instead of printing (for code and tests)."""
+        try:
+            words = shlex.split(line)
+        except ValueError as err:
+            raise NotebookError(f"%gazette {line!r}: {err}") from None
+        if not words:
+            raise NotebookError(f"%gazette needs a command, one of {', '.join(COMMANDS)}")
+        command, args = words[0], words[1:]
+        if command not in COMMANDS:
+            raise NotebookError(
+                f'%gazette command "{command}" is not known (expected one of {", ".join(COMMANDS)})'
+            )
+        ns = _parser(command).parse_args(args)
+        method = getattr(self, f"_cmd_{command}")
+        return method(ns, cell)
+
+    # --- state ------------------------------------------------------------------------------------
+    @property
+    def client(self) -> Client:
+        if self._client is not None:
+            return self._client
+        if self.cluster is None:
+            raise NotebookError("no cluster: run `%gazette up` first (or set magics.client)")
+        return self.cluster.client()
+
+    @client.setter
+    def client(self, value: Client | None) -> None:
+        self._client = value
+
+    def shard_client(self, root: str | None = None) -> Any:
+        """A ShardClient of the consumers under `root`, or else of the newest consumer group the
+        cluster started with `run_consumer`."""
+        from gazette.consumer.client import ShardClient
+
+        if root is not None:
+            if self.cluster is None:
+                raise NotebookError("no cluster: run `%gazette up` first")
+            return ShardClient(etcd=self.cluster.etcd_endpoint, root=root)
+        groups = list(getattr(self.cluster, "_consumer_groups", []))
+        if not groups:
+            raise NotebookError("no consumers: start them with cluster.run_consumer(...) or pass --root ROOT")
+        return groups[-1].client()
+
+    def _shutdown(self) -> None:
+        if self.cluster is not None:
+            cluster, self.cluster = self.cluster, None
+            cluster.close()
+
+    # --- commands ---------------------------------------------------------------------------------
+    def _cmd_up(self, ns: argparse.Namespace, cell: str | None) -> Table:
+        if self.cluster is not None:
+            raise NotebookError("a cluster is already up: run `%gazette down` first")
+        if ns.brokers < 1:
+            raise NotebookError(f"%gazette up --brokers {ns.brokers}: needs at least 1 broker")
+        self.cluster = LocalCluster(brokers=ns.brokers, mode=ns.mode, store=ns.store).start()
+        _at_exit(self._shutdown)
+        return self._cmd_status(ns, cell)
+
+    def _cmd_down(self, ns: argparse.Namespace, cell: str | None) -> str:
+        if self.cluster is None:
+            raise NotebookError("no cluster is up")
+        self._shutdown()
+        return "cluster stopped"
+
+    def _cmd_status(self, ns: argparse.Namespace, cell: str | None) -> Table:
+        if self.cluster is None:
+            raise NotebookError("no cluster is up: run `%gazette up`")
+        rows = [
+            [h.index, h.endpoint, h.zone, "running" if h.running else "stopped"] for h in self.cluster.brokers
+        ]
+        title = f"etcd {self.cluster.etcd_endpoint}, store {self.cluster.store}"
+        return Table(["broker", "endpoint", "zone", "state"], rows, title=title)
+
+    def _cmd_journals(self, ns: argparse.Namespace, cell: str | None) -> Table:
+        rows = []
+        for info in self.client.list_journals(ns.selector):
+            route = info.route
+            primary = route.primary_id[1] if route.primary_id is not None else "-"
+            members = ",".join(suffix for _zone, suffix in route.members)
+            rows.append([info.spec.name, info.spec.replication, primary, members, _labels(info.spec)])
+        return Table(["journal", "replication", "primary", "members", "labels"], rows)
+
+    def _cmd_apply(self, ns: argparse.Namespace, cell: str | None) -> Table:
+        """`%%gazette apply` with gazctl-style YAML in the cell; specs naming no store persist to the
+        cluster's store when the cluster was started here. Waits for the upserted journals' routes."""
+        if not cell or not cell.strip():
+            raise NotebookError("%%gazette apply needs journal specs YAML in the cell body")
+        changes = load_specs_yaml(cell)
+        if self.cluster is not None:
+            changes = [
+                dataclasses.replace(ch, spec=dataclasses.replace(ch.spec, stores=(self.cluster.store,)))
+                if not ch.delete and not ch.spec.stores
+                else ch
+                for ch in changes
+            ]
+        self.client.apply_journals(changes)
+        upserted = [ch.spec.name for ch in changes if not ch.delete]
+        if self.cluster is not None and upserted:
+            self.cluster.wait_for_routes(upserted)
+        rows = [[ch.spec.name, "delete" if ch.delete else "upsert"] for ch in changes]
+        return Table(["journal", "change"], rows)
+
+    def _cmd_append(self, ns: argparse.Namespace, cell: str | None) -> Table:
+        if cell is not None and ns.text is not None:
+            raise NotebookError("%%gazette append takes its data from the cell body, not a TEXT argument")
+        text = cell if cell is not None else ns.text
+        if text is None:
+            raise NotebookError("%gazette append JOURNAL TEXT (or %%gazette append JOURNAL with a cell body)")
+        data = text.encode()
+        if not data.endswith(b"\n"):
+            data += b"\n"
+        res = self.client.append(ns.journal, data)
+        return Table(["journal", "begin", "end", "sha1"], [[res.journal, res.begin, res.end, res.sha1]])
+
+    def _cmd_publish(self, ns: argparse.Namespace, cell: str | None) -> Table:
+        from gazette.message.publisher import Publisher
+
+        text = cell if cell is not None else ns.json
+        if text is None:
+            raise NotebookError(
+                "%gazette publish JOURNAL JSON (or %%gazette publish JOURNAL, one JSON per line)"
+            )
+        messages = []
+        for line in text.splitlines():
+            if not line.strip():
+                continue
+            try:
+                messages.append(orjson.loads(line))
+            except orjson.JSONDecodeError as err:
+                raise NotebookError(f"%gazette publish: {line!r} is not JSON ({err})") from None
+        with Publisher(self.client) as pub:
+            futures = [pub.publish_committed(ns.journal, m) for m in messages]
+            pub.flush()
+        ends = [f.result().end for f in futures]
+        return Table(["journal", "messages", "end"], [[ns.journal, len(messages), max(ends, default=0)]])
+
+    def _cmd_read(self, ns: argparse.Namespace, cell: str | None) -> Table:
+        if ns.offset < 0:
+            raise NotebookError(f"%gazette read --offset {ns.offset}: must be >= 0")
+        if ns.tail is not None and ns.tail < 1:
+            raise NotebookError(f"%gazette read --tail {ns.tail}: must be >= 1")
+        rows: list[list[Any]]
+        if ns.committed:
+            from gazette.message.reader import ReadCommitted
+
+            rows = []
+            with ReadCommitted(self.client, ns.journal, ns.offset, skip_acks=True) as reader:
+                for env in reader:
+                    rows.append([env.begin, str(env.uuid), orjson.dumps(_strip_meta(env.message)).decode()])
+                    if ns.tail is not None:
+                        rows = rows[-ns.tail :]
+            return Table(["offset", "uuid", "message"], rows)
+        data = self.client.read_all(ns.journal, ns.offset)
+        rows, at = [], ns.offset
+        for line in data.splitlines(keepends=True):
+            rows.append([at, line.decode(errors="replace").rstrip("\n")])
+            at += len(line)
+        if ns.tail is not None:
+            rows = rows[-ns.tail :]
+        return Table(["offset", "content"], rows)
+
+    def _cmd_fragments(self, ns: argparse.Namespace, cell: str | None) -> Table:
+        rows = [
+            [f.begin, f.end, f.codec.name, f.store_url or "(spooled)", f.mod_time, f.sha1]
+            for f in self.client.list_fragments(ns.journal)
+        ]
+        return Table(["begin", "end", "codec", "store", "mod_time", "sha1"], rows)
+
+    def _cmd_shards(self, ns: argparse.Namespace, cell: str | None) -> Table:
+        rows = []
+        for info in self.shard_client(ns.root).list_shards(ns.selector):
+            replicas = " ".join(f"{r.suffix}:{r.status.code.name}" for r in info.replicas)
+            rows.append([info.spec.id, ",".join(s.journal for s in info.spec.sources), replicas or "-"])
+        return Table(["shard", "sources", "replicas"], rows)
+
+    def _cmd_stat(self, ns: argparse.Namespace, cell: str | None) -> Table:
+        stat = self.shard_client(ns.root).stat_shard(ns.shard, timeout=STAT_TIMEOUT_S)
+        rows = [[j, o, stat.publish_at.get(j, "")] for j, o in sorted(stat.read_through.items())]
+        return Table(
+            ["journal", "read through", "publish at"], rows, title=f"{stat.shard} at {stat.member[1]}"
+        )
+
+    def _cmd_flush(self, ns: argparse.Namespace, cell: str | None) -> Table:
+        frag = self.client.flush(ns.journal)
+        rows = [] if frag is None else [[frag.begin, frag.end, frag.store_url]]
+        return Table(["begin", "end", "store"], rows)
+
+
+def _labels(spec: Any) -> str:
+    labels = getattr(spec, "labels", None)
+    return "" if labels is None else ",".join(f"{k}={v}" for k, v in labels)
+
+
+def _strip_meta(message: Any) -> Any:
+    if isinstance(message, dict) and "_meta" in message:
+        return {k: v for k, v in message.items() if k != "_meta"}
+    return message
+
+
+def _at_exit(fn: Any) -> None:
+    """Runs `fn` at interpreter exit before thread pools refuse work (in-process brokers need them):
+    threading's exit hooks run before atexit's, last registered first."""
+    register = getattr(threading, "_register_atexit", None)
+    if register is not None:
+        register(fn)
+    else:
+        atexit.register(fn)
+
+
+def load_ipython_extension(ipython: Any) -> None:
+    """`%load_ext gazette.notebook`: registers the `%gazette` / `%%gazette` magics."""
+    ipython.register_magics(GazetteMagics(ipython))
