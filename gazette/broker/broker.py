@@ -234,6 +234,8 @@ class Broker:
                 if replica.is_primary:
                     del self.replicas[journal]
                     self.background(replica.stop(discard=True), f"discard replica {journal}")
+                else:
+                    replica.persist_promptly = True
             await self.allocator.stop()
             await self.session.close(revoke=False)
             while not self._stopping:

@@ -55,6 +55,9 @@ class Replica:
         self.pipeline_slot: asyncio.Queue = asyncio.Queue(maxsize=1)
         self.pipeline_slot.put_nowait(None)
         self.is_primary = False
+        # Persist completed spools at once even as a non-primary: set on spools kept across a lease
+        # renewal, whose journal's new primary may not hold their content.
+        self.persist_promptly = False
         self._pulse = pulse
         self._route_changed = route_changed
         self._persister = persister
@@ -118,7 +121,7 @@ class Replica:
             return  # streaming-only journal: nothing is persisted
         self._unpersisted[completed.fragment] = None
         self._persister.submit(
-            completed, spec_lookup=lambda _journal: _PersistSpec(self.spec), primary=self.is_primary,
+            completed, spec_lookup=lambda _journal: _PersistSpec(self.spec), primary=self.is_primary or self.persist_promptly,
             on_persisted=self._on_persisted,
         )
 
