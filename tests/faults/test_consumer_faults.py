@@ -1,0 +1,223 @@
+"""Consumer faults on subprocess clusters with the stream-sum example (reference 9.1, issue 5).
+
+Scenario 3 (a crash between the store commit and its ACK appends; recovery re-publishes the ACK
+intents, read-committed readers see the outputs once) is covered in process by
+tests/consumer/test_consumer.py::test_word_count_exactly_once_through_a_crash_between_commit_and_acks.
+Here: 4, a SIGKILL in the middle of a transaction rolls its published outputs back; 1, summers and
+brokers SIGKILLed while chunks remain, and every stream still verifies; 2, a SIGSTOPped primary whose
+store a successor took over (fence moved on) while etcd still names it primary: only the SQLStore
+fence refuses its next commit, and none of that transaction's effects become visible.
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import sqlite3
+import time
+from types import SimpleNamespace
+
+import pytest
+from faults.harness import REPLICATION, log_tails, say, wait_for, wait_for_full_route
+
+from gazette.consumer import ReplicaCode, ShardInfo, ShardSpec, SQLStore
+from gazette.examples import streamsum
+
+LONG_TXN = "600s"  # a transaction that stays open until the test kills its process
+
+
+def test_a_crash_mid_transaction_rolls_back_its_published_outputs(make_cluster, etcd_root, tmp_path) -> None:
+    cluster = make_cluster(brokers=1)
+    client = cluster.client()
+    client.apply_journals(streamsum.journals(1))
+    cluster.wait_for_routes()
+    db_dir = str(tmp_path / "db")
+    os.makedirs(db_dir)
+    source = streamsum.chunks_journal(0)
+    open_spec = ShardSpec("summer-000", [source], min_txn_duration=LONG_TXN, max_txn_duration=LONG_TXN)
+    group = cluster.run_consumer(streamsum.Summer(db_dir), [open_spec], root=f"{etcd_root}/consumers")
+    group.wait_for_primaries()
+
+    chunker = streamsum.Chunker(client, 1, streams=6, chunks=2, seed=4)
+    chunker.publish()
+    # The open transaction consumed every chunk and appended each stream's sum, uncommitted.
+    ids = list(chunker.expected)
+    wait_for(
+        "the open transaction's sums to be appended",
+        lambda: all(sid.encode() in client.read_all(streamsum.SUMS_JOURNAL) for sid in ids),
+    )
+    assert streamsum.read_sums(client) == []  # not committed: invisible to read-committed readers
+    group.kill(0)  # SIGKILL mid-transaction: its store rows and outputs never commit
+    assert streamsum.read_sums(client) == []
+
+    # A successor (with short transactions) re-consumes the chunks and commits each sum once; the
+    # crashed transaction's appended sums stay rolled back.
+    group.apply([ShardSpec("summer-000", [source], max_txn_duration="100ms")])
+    group.restart(0)
+    sums = streamsum.verify(client, chunker.expected, timeout=60, list_shards=group.list_shards)
+    assert len(sums) == len(ids)
+    raw = client.read_all(streamsum.SUMS_JOURNAL)
+    assert all(raw.count(sid.encode()) == 2 for sid in ids)  # each appended twice, read once
+    group.wait_for_primaries()
+    assert streamsum.check(chunker.expected, streamsum.read_sums(client)) == len(ids)
+
+
+def _replicas(shards: list[ShardInfo]) -> dict[str, dict[str, ReplicaCode]]:
+    """Shard id -> consumer member suffix -> replica status code."""
+    return {s.spec.id: {r.suffix: r.status.code for r in s.replicas} for s in shards}
+
+
+def _member_of(suffix: str) -> int:
+    return int(suffix.split("-")[1])  # ConsumerGroup suffixes are consumer-<index>-<nonce>
+
+
+def _placed(shards: list[ShardInfo]) -> bool:
+    """Every shard has a PRIMARY and a STANDBY."""
+    return all(
+        sorted(codes.values()) == sorted([ReplicaCode.PRIMARY, ReplicaCode.STANDBY])
+        for codes in _replicas(shards).values()
+    )
+
+
+@pytest.mark.parametrize(
+    "rounds",
+    [
+        pytest.param(1, id="ci"),
+        pytest.param(20, id="soak", marks=[pytest.mark.soak, pytest.mark.timeout(3600)]),
+    ],
+)
+def test_stream_sums_verify_through_summer_and_broker_sigkills(
+    make_cluster, etcd_root, tmp_path, rounds: int
+) -> None:
+    seed = int(os.environ.get("GAZETTE_FAULT_SEED", time.time_ns() % 1_000_000))
+    rng = random.Random(seed)
+    partitions = 4
+    cluster = make_cluster(brokers=3)
+    client = cluster.client()
+    client.apply_journals(
+        [
+            cluster.journal_spec(j.name, replication=REPLICATION, labels=streamsum.JSON_LABELS)
+            for j in streamsum.journals(partitions)
+        ]
+    )
+    for j in streamsum.journals(partitions):
+        wait_for_full_route(cluster, j.name)
+    db_dir = str(tmp_path / "db")
+    os.makedirs(db_dir)
+    group = cluster.run_consumer(
+        streamsum.Summer(db_dir),
+        streamsum.shards(partitions, hot_standbys=1, max_txn_duration="200ms"),
+        processes=2,
+        root=f"{etcd_root}/consumers",
+    )
+    group.wait_for(_placed, 90, "a PRIMARY and a STANDBY of every shard")
+    chunker = streamsum.Chunker(client, partitions, streams=24 * rounds, chunks=3, seed=seed)
+    step = max(1, chunker.remaining // (2 * rounds + 1))
+    report = [f"seed {seed}, {chunker.remaining} chunks"]
+    promoted: list[str] = []
+    try:
+        for n in range(rounds):
+            # A summer primary's process: SIGKILL while chunks remain; its standby takes over.
+            chunker.publish(step)
+            before = _replicas(group.wait_for(_placed, 90, "every shard placed"))
+            victim = _member_of(
+                next(s for codes in before.values() for s, c in codes.items() if c == ReplicaCode.PRIMARY)
+            )
+            assert chunker.remaining > 0
+            group.kill(victim)
+            standbys = {
+                sid: s for sid, codes in before.items() for s, c in codes.items() if c == ReplicaCode.STANDBY
+            }
+
+            def promotion(shards: list[ShardInfo], standbys: dict[str, str] = standbys) -> bool:
+                now = _replicas(shards)
+                promoted[:] = [sid for sid, s in standbys.items() if now[sid].get(s) == ReplicaCode.PRIMARY]
+                return bool(promoted) and all(ReplicaCode.PRIMARY in codes.values() for codes in now.values())
+
+            group.wait_for(promotion, 90, "a standby to become PRIMARY")
+            say(report, f"round {n}: SIGKILL summer member {victim} with {chunker.remaining} chunks unpublished; "
+                        f"standbys promoted on {promoted}")  # fmt: skip
+            group.restart(victim)
+
+            # A broker (not broker 0, which the chunker's and the summers' clients dial): SIGKILL and restart.
+            chunker.publish(step)
+            assert chunker.remaining > 0
+            broker = rng.choice([1, 2])
+            cluster.kill_broker(broker)
+            cluster.restart_broker(broker)
+            for j in streamsum.journals(partitions):
+                wait_for_full_route(cluster, j.name)
+            say(report, f"round {n}: SIGKILL broker-{broker} with {chunker.remaining} chunks unpublished")
+        chunker.publish()
+        sums = streamsum.verify(client, chunker.expected, timeout=120, list_shards=group.list_shards)
+        assert len(sums) == len(chunker.expected)
+        say(report, f"{len(sums)} streams verified")
+    except BaseException:
+        print("\n".join(report))
+        print(log_tails(cluster))
+        raise
+
+
+def _sums_rows(path: str) -> dict[str, tuple[int, str]]:
+    conn = sqlite3.connect(path)
+    try:
+        return {sid: (seq, crc) for sid, seq, crc in conn.execute("SELECT id, seq, crc FROM sums")}
+    finally:
+        conn.close()
+
+
+def test_a_stopped_primary_is_fenced_by_the_sql_store_of_its_successor(
+    make_cluster, etcd_root, tmp_path
+) -> None:
+    cluster = make_cluster(brokers=1)
+    client = cluster.client()
+    client.apply_journals(streamsum.journals(1))
+    cluster.wait_for_routes()
+    db_dir = str(tmp_path / "db")
+    os.makedirs(db_dir)
+    group = cluster.run_consumer(
+        streamsum.Summer(db_dir),
+        streamsum.shards(1, hot_standbys=0, max_txn_duration="100ms"),
+        root=f"{etcd_root}/consumers",
+    )
+    group.wait_for_primaries()
+    first = streamsum.Chunker(client, 1, streams=4, chunks=2, seed=1)
+    first.publish()
+    streamsum.verify(client, first.expected, timeout=60, list_shards=group.list_shards)
+    after_first = client.read_head(streamsum.SUMS_JOURNAL)
+
+    # SIGSTOP the primary; a successor opens its store and commits (the fence moves on) while etcd,
+    # unchanged, still names the stopped process primary (it resumes well within its lease).
+    db_path = os.path.join(db_dir, "summer-000.db")
+    cluster.pause_consumer(0)
+    try:
+        conn = sqlite3.connect(db_path)
+        try:
+            (fqn,) = conn.execute("SELECT shard_fqn FROM gazette_checkpoints").fetchone()
+        finally:
+            conn.close()
+        successor = SQLStore(SimpleNamespace(fqn=fqn), f"sqlite://{db_path}")
+        checkpoint = successor.restore_checkpoint(SimpleNamespace(fqn=fqn))
+        successor.start_commit(SimpleNamespace(fqn=fqn), checkpoint, []).result()
+        successor.destroy()
+        committed = _sums_rows(db_path)
+    finally:
+        cluster.resume_consumer(0)
+    assert set(committed) == set(first.expected)
+
+    second = streamsum.Chunker(client, 1, streams=4, chunks=2, seed=2)
+    second.publish()
+    (info,) = group.wait_for(
+        lambda shards: shards[0].primary is not None and shards[0].primary.status.code == ReplicaCode.FAILED,
+        60,
+        "the fenced primary to fail",
+    )
+    assert info.primary is not None
+    assert "FencingError" in info.primary.status.error
+    assert "fence is no longer" in info.primary.status.error
+    # None of the refused transaction's effects are visible: no store rows, no committed sums.
+    assert _sums_rows(db_path) == committed
+    raw = client.read_all(streamsum.SUMS_JOURNAL)
+    assert any(sid.encode() in raw for sid in second.expected)  # it did publish them, uncommitted
+    assert streamsum.read_sums(client, offset=after_first) == []
+    assert streamsum.check(first.expected, streamsum.read_sums(client)) == len(first.expected)
