@@ -256,7 +256,7 @@ class AppendFSM:
             spool = taken
         self.registers = spool.registers
         self.roll_to = 0
-        self.pln = Pipeline(self.res.header, spool, slot, self.broker.proxy.stub)
+        self.pln = Pipeline(self.res.header, spool, slot, self.broker.proxy.replicate)
         self.state = State.SEND_PIPELINE_SYNC
 
     async def _on_send_pipeline_sync(self) -> None:

@@ -19,7 +19,6 @@ from gazette.allocator.journals import route_equivalent
 from gazette.fragment.fragment import Fragment
 from gazette.fragment.spool import Spool
 from gazette.protocol import broker_pb2 as pb
-from gazette.protocol import broker_pb2_grpc as pb_grpc
 from gazette.protocol.labels import LabelSet
 from gazette.protocol.status import Status
 
@@ -40,7 +39,7 @@ class Pipeline:
         header: pb.Header,
         spool: Spool,
         spool_slot: asyncio.Queue[Spool],
-        stub_for: Callable[[str], pb_grpc.JournalStub],
+        open_stream: Callable[[str], grpc.aio.StreamStreamCall],
     ) -> None:
         route = header.route
         if route.primary < 0:
@@ -64,7 +63,8 @@ class Pipeline:
             if not endpoint:
                 self.send_errs[i] = PipelineError(f"peer {member_name(member)} has no endpoint")
                 continue
-            self.streams[i] = stub_for(endpoint).Replicate()
+            self.streams[i] = open_stream(endpoint)
+        self._has_peers = any(s is not None for s in self.streams)
 
     @property
     def peers(self) -> int:
@@ -73,16 +73,18 @@ class Pipeline:
     # --- send side -------------------------------------------------------------------------------
     async def scatter(self, req: pb.ReplicateRequest) -> None:
         """Sends `req` to every peer whose stream is healthy, then applies it to the local spool."""
+        has_header = req.HasField("header")
+        data = b"" if has_header or not self._has_peers else req.SerializeToString()  # once for all peers
         for i, stream in enumerate(self.streams):
             if stream is None or self.send_errs[i] is not None:
                 continue
-            out = req
-            if req.HasField("header"):
+            if has_header:
                 out = pb.ReplicateRequest()
                 out.CopyFrom(req)
                 out.header.process_id.CopyFrom(self.route.members[i])
+                data = out.SerializeToString()
             try:
-                await stream.write(out)
+                await stream.write(data)
             except asyncio.CancelledError:
                 raise
             except BaseException as exc:  # the real cause is read on receive

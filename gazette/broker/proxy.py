@@ -16,19 +16,36 @@ from gazette.protocol import broker_pb2_grpc as pb_grpc
 from gazette.protocol.endpoints import GRPC_MESSAGE_OPTIONS, GRPC_PEER_KEEPALIVE_OPTIONS, grpc_target
 from gazette.protocol.status import Status, to_pb
 
+REPLICATE_METHOD = "/gazette.protocol.Journal/Replicate"
+
+
+def _as_bytes(data: bytes) -> bytes:
+    return data
+
 
 class Proxy:
     def __init__(self) -> None:
         self._channels: dict[str, grpc.aio.Channel] = {}
 
     def stub(self, endpoint: str) -> pb_grpc.JournalStub:
+        return pb_grpc.JournalStub(self._channel(endpoint))
+
+    def replicate(self, endpoint: str) -> grpc.aio.StreamStreamCall:
+        """A Replicate stream to `endpoint` whose writes take requests already serialized, so a
+        pipeline serializes each request once for all its peers."""
+        method = self._channel(endpoint).stream_stream(
+            REPLICATE_METHOD, request_serializer=_as_bytes, response_deserializer=pb.ReplicateResponse.FromString
+        )
+        return method()
+
+    def _channel(self, endpoint: str) -> grpc.aio.Channel:
         ch = self._channels.get(endpoint)
         if ch is None:
             ch = grpc.aio.insecure_channel(
                 grpc_target(endpoint), options=[*GRPC_MESSAGE_OPTIONS, *GRPC_PEER_KEEPALIVE_OPTIONS]
             )
             self._channels[endpoint] = ch
-        return pb_grpc.JournalStub(ch)
+        return ch
 
     async def close(self) -> None:
         for ch in self._channels.values():
