@@ -19,6 +19,7 @@ from gazette.allocator.converge import Compare, converge
 from gazette.allocator.flow import FlowItem, FlowMember, solve
 from gazette.allocator.state import AllocatorAdapter, MemberID, State
 from gazette.allocator.txn import MAX_TXN_OPS, TxnFailed, commit
+from gazette.keyspace import layout
 from gazette.keyspace.keyspace import KeySpace
 from gazette.tasks import cancel_and_wait
 
@@ -109,6 +110,24 @@ class Allocator:
         await self._exited.wait()
         if self._error is not None:
             raise self._error
+
+    async def wait_drained(self) -> None:
+        """A graceful exit's wait: until this member holds no assignment (`wait_exited`), or until no
+        live, non-exiting member is left to take its items (nothing will move: stop waiting)."""
+        exited = asyncio.ensure_future(self.wait_exited())
+        try:
+            while not exited.done():
+                members = self.ks.prefixed(layout.members_prefix(self.ks.root))
+                if not any(not self.adapter.member_exiting(kv.decoded) for kv in members):
+                    return
+                change = asyncio.ensure_future(self.ks.wait_for_change())
+                try:
+                    await asyncio.wait({exited, change}, return_when=asyncio.FIRST_COMPLETED)
+                finally:
+                    change.cancel()
+            exited.result()
+        finally:
+            exited.cancel()
 
     # ---- the loop
 

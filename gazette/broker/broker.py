@@ -156,7 +156,7 @@ class Broker:
             try:
                 await self.announcement.set_exiting()
                 async with asyncio.timeout(self.exit_drain_s):
-                    await self._drain_assignments()
+                    await self.allocator.wait_drained()
             except TimeoutError:
                 log.warning("broker %s#%s still had assignments after %.0f s; stopping anyway",
                             self.zone, self.suffix, self.exit_drain_s)
@@ -186,24 +186,6 @@ class Broker:
             self._metrics_server.server_close()
         await self.etcd.close()
         self.stopped.set()
-
-    async def _drain_assignments(self) -> None:
-        """Waits until the allocator moved every journal away, or until no live, non-exiting broker
-        is left to take them (then the spools are rolled and persisted instead)."""
-        exited = asyncio.ensure_future(self.allocator.wait_exited())
-        try:
-            while not exited.done():
-                members = self.ks.prefixed(layout.members_prefix(self.root))
-                if not any(not kv.decoded.exiting for kv in members):
-                    return
-                change = asyncio.ensure_future(self.ks.wait_for_change())
-                try:
-                    await asyncio.wait({exited, change}, return_when=asyncio.FIRST_COMPLETED)
-                finally:
-                    change.cancel()
-            exited.result()
-        finally:
-            exited.cancel()
 
     def _broker_spec(self) -> pb.BrokerSpec:
         return pb.BrokerSpec(

@@ -150,7 +150,7 @@ class Consumer:
             try:
                 await self.announcement.set_exiting()
                 async with asyncio.timeout(self.exit_drain_s):
-                    await self._drain()
+                    await self.allocator.wait_drained()
             except TimeoutError:
                 log.warning(
                     "consumer %s still had shards after %.0f s; stopping anyway",
@@ -176,23 +176,6 @@ class Consumer:
         await self.client.close()
         await self.etcd.close()
         self.stopped.set()
-
-    async def _drain(self) -> None:
-        """Waits until the allocator moved every shard away, or no other live member can take them."""
-        exited = asyncio.ensure_future(self.allocator.wait_exited())
-        try:
-            while not exited.done():
-                members = self.ks.prefixed(layout.members_prefix(self.root))
-                if not any(not kv.decoded.exiting for kv in members):
-                    return
-                change = asyncio.ensure_future(self.ks.wait_for_change())
-                try:
-                    await asyncio.wait({exited, change}, return_when=asyncio.FIRST_COMPLETED)
-                finally:
-                    change.cancel()
-            exited.result()
-        finally:
-            exited.cancel()
 
     def _on_lease_lost(self, reason: Exception) -> None:
         log.error("consumer %s lost its etcd lease (%s); stopping", self.suffix, reason)

@@ -10,17 +10,14 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
-import json
 import os
 import shutil
 import signal
 import subprocess
 import sys
 import tempfile
-import threading
 import time
 from collections.abc import Callable, Iterable
-from typing import Any
 
 from gazette.client.loop import LoopThread, default_loop
 from gazette.consumer.application import Application
@@ -31,7 +28,7 @@ from gazette.consumer.spec import ShardSpec
 from gazette.consumer.status import ReplicaCode
 from gazette.consumer.transaction import Hooks
 from gazette.keyspace.etcd import connect
-from gazette.keyspace.procutil import spawn, terminate
+from gazette.keyspace.procutil import read_ready_line, spawn, terminate
 from gazette.protocol.errors import GazetteError
 from gazette.protocol.status import Status
 
@@ -231,7 +228,7 @@ class ConsumerGroup:
         env = {**os.environ, "PYTHONPATH": path}
         with open(m.log_path, "ab") as log_file:
             m.proc = spawn(cmd, stdout=subprocess.PIPE, stderr=log_file, stdin=subprocess.DEVNULL, env=env)
-        ready = _read_ready_line(m.proc, START_TIMEOUT_S)
+        ready = read_ready_line(m.proc, START_TIMEOUT_S)
         if ready is None:
             terminate(m.proc)
             with open(m.log_path, errors="replace") as f:
@@ -318,25 +315,6 @@ def _signal_stop(proc: subprocess.Popen) -> None:
         proc.send_signal(signal.SIGCONT)
     except ProcessLookupError:
         pass
-
-
-def _read_ready_line(proc: subprocess.Popen, timeout: float) -> dict[str, Any] | None:
-    """The JSON ready line `gazette consumer run` prints, or None on exit or timeout."""
-    result: list[dict[str, Any]] = []
-
-    def read() -> None:
-        assert proc.stdout is not None
-        line = proc.stdout.readline()
-        if line:
-            try:
-                result.append(json.loads(line))
-            except ValueError:
-                pass
-
-    t = threading.Thread(target=read, daemon=True)
-    t.start()
-    t.join(timeout)
-    return result[0] if result else None
 
 
 async def _started(consumer: Consumer) -> Consumer:

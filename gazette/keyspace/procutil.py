@@ -8,6 +8,7 @@ or notebook never leaves an etcd or broker running.
 from __future__ import annotations
 
 import concurrent.futures
+import json
 import os
 import queue
 import signal
@@ -113,3 +114,23 @@ def terminate(proc: subprocess.Popen[Any], timeout: float = 10.0) -> None:
         except ProcessLookupError:
             pass
         proc.wait()
+
+
+def read_ready_line(proc: subprocess.Popen[Any], timeout: float) -> dict[str, Any] | None:
+    """The JSON "ready" line a served process (`gazette broker serve`, `gazette consumer run`)
+    prints on stdout once listening, or None if it exits or says nothing within `timeout`."""
+    result: list[dict[str, Any]] = []
+
+    def read() -> None:
+        assert proc.stdout is not None
+        line = proc.stdout.readline()
+        if line:
+            try:
+                result.append(json.loads(line))
+            except ValueError:
+                pass
+
+    t = threading.Thread(target=read, daemon=True)
+    t.start()
+    t.join(timeout)
+    return result[0] if result else None

@@ -10,14 +10,12 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
-import json
 import os
 import shutil
 import signal
 import subprocess
 import sys
 import tempfile
-import threading
 import time
 from typing import Any
 
@@ -25,7 +23,7 @@ from gazette.broker.broker import DEFAULT_MAX_REPLICATION, DEFAULT_ROOT, Broker
 from gazette.client.loop import default_loop
 from gazette.client.sync import Client
 from gazette.keyspace.etcd import EmbeddedEtcd
-from gazette.keyspace.procutil import spawn, terminate
+from gazette.keyspace.procutil import read_ready_line, spawn, terminate
 from gazette.protocol.errors import GazetteError
 from gazette.protocol.spec import JournalSpec
 
@@ -199,7 +197,7 @@ class LocalCluster:
             # procutil.spawn: no Python runs in the forked child (a preexec_fn can crash it while
             # gRPC threads are busy), and the broker dies with this process.
             h.proc = spawn(cmd, stdout=subprocess.PIPE, stderr=log_file, stdin=subprocess.DEVNULL)
-        ready = _read_ready_line(h.proc, BROKER_START_TIMEOUT_S)
+        ready = read_ready_line(h.proc, BROKER_START_TIMEOUT_S)
         if ready is None:
             terminate(h.proc)
             with open(h.log_path, errors="replace") as f:
@@ -396,21 +394,3 @@ def _wait_stopped(pid: int, timeout: float = PAUSE_TIMEOUT_S) -> None:
             raise GazetteError(0, f"process {pid} did not stop within {timeout:.0f}s of SIGSTOP (state {state})")
         time.sleep(0.001)
 
-
-def _read_ready_line(proc: subprocess.Popen, timeout: float) -> dict | None:
-    """Reads the broker's JSON ready line from its stdout, or None on exit or timeout."""
-    result: list[dict] = []
-
-    def read() -> None:
-        assert proc.stdout is not None
-        line = proc.stdout.readline()
-        if line:
-            try:
-                result.append(json.loads(line))
-            except ValueError:
-                pass
-
-    t = threading.Thread(target=read, daemon=True)
-    t.start()
-    t.join(timeout)
-    return result[0] if result else None
