@@ -16,13 +16,13 @@ from collections.abc import Callable
 import aetcd
 from aetcd import rpc
 
+from gazette.keyspace.etcd import txn
 from gazette.tasks import cancel_and_wait
 
 log = logging.getLogger(__name__)
 
 DEFAULT_LEASE_TTL_S = 20
 ANNOUNCE_RETRY_S = 10.0
-ETCD_CALL_TIMEOUT_S = 10.0
 # A lease is refreshed three times per TTL, so one or two lost refreshes do not lose it.
 KEEP_ALIVE_PER_TTL = 3
 
@@ -150,7 +150,7 @@ class Announcement:
         """Writes `value` if the key is unchanged since our last write (its lease kept); returns the
         new revision. Raises AnnouncementConflict if it changed or vanished."""
         key = self.key.encode()
-        resp = await _txn(
+        resp = await txn(
             self.client,
             rpc.TxnRequest(
                 compare=[
@@ -196,7 +196,7 @@ async def announce(
         if session.lost_reason is not None:
             raise session.lost_reason
         try:
-            resp = await _txn(
+            resp = await txn(
                 client,
                 rpc.TxnRequest(
                     compare=[
@@ -231,8 +231,3 @@ async def announce(
             )
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(session.wait_lost(), timeout=retry_interval_s)
-
-
-async def _txn(client: aetcd.Client, request: rpc.TxnRequest) -> rpc.TxnResponse:
-    await client.connect()
-    return await client.kvstub.Txn(request, timeout=ETCD_CALL_TIMEOUT_S, metadata=client.metadata)

@@ -13,9 +13,9 @@ import aetcd
 from aetcd import rpc
 
 from gazette.allocator.converge import Checkpoint, Compare, Delete, Move, Put
+from gazette.keyspace.etcd import txn
 
 MAX_TXN_OPS = 128
-TXN_TIMEOUT_S = 10.0
 
 _TARGETS = {"mod": rpc.Compare.MOD, "create": rpc.Compare.CREATE}
 
@@ -83,11 +83,7 @@ async def _commit_one(
                 # A vanished source fails the txn on its ModRevision compare; the value is moot then.
                 ops.append(rpc.RequestOp(request_delete_range=rpc.DeleteRangeRequest(key=op.src.encode())))
                 ops.append(_put(op.dst, values.get(op.src, b""), op.lease))
-    resp = await client.kvstub.Txn(
-        rpc.TxnRequest(compare=compares, success=ops, failure=[]),
-        timeout=TXN_TIMEOUT_S,
-        metadata=client.metadata,
-    )
+    resp = await txn(client, rpc.TxnRequest(compare=compares, success=ops, failure=[]))
     if not resp.succeeded:
         raise TxnFailed(
             f"allocator transaction of {len(compares)} compares and {len(ops)} ops did not apply: "
@@ -100,11 +96,7 @@ async def _commit_one(
 async def _current_values(client: aetcd.Client, keys: list[str]) -> dict[str, bytes]:
     """The stored bytes of `keys` (moves re-put exactly the bytes they delete), in one round trip."""
     reads = [rpc.RequestOp(request_range=rpc.RangeRequest(key=k.encode())) for k in keys]
-    resp = await client.kvstub.Txn(
-        rpc.TxnRequest(compare=[], success=reads, failure=[]),
-        timeout=TXN_TIMEOUT_S,
-        metadata=client.metadata,
-    )
+    resp = await txn(client, rpc.TxnRequest(compare=[], success=reads, failure=[]))
     out: dict[str, bytes] = {}
     for r in resp.responses:
         for kv in r.response_range.kvs:

@@ -36,7 +36,7 @@ from gazette.consumer.spec import MAX_HOT_STANDBYS_DEFAULT, ShardSpec
 from gazette.consumer.status import ReplicaStatus
 from gazette.consumer.transaction import Hooks
 from gazette.keyspace import layout
-from gazette.keyspace.etcd import connect
+from gazette.keyspace.etcd import connect, txn
 from gazette.keyspace.keyspace import KeySpace
 from gazette.protocol import consumer_pb2_grpc as pb_grpc
 from gazette.protocol.endpoints import GRPC_MESSAGE_OPTIONS, GRPC_SERVER_KEEPALIVE_OPTIONS
@@ -46,7 +46,6 @@ log = logging.getLogger(__name__)
 
 DEFAULT_LEASE_TTL_S = 20
 DEFAULT_EXIT_DRAIN_S = 30.0  # a graceful stop waits this long for the allocator to move shards away
-ETCD_CALL_TIMEOUT_S = 10.0
 SERVER_GRACE_S = 1.0  # a graceful stop lets in-flight Shard RPCs finish this long
 
 
@@ -241,15 +240,10 @@ class Consumer:
             if reduced == current:
                 return
             key = kv.key.encode()
-            await self.etcd.connect()
-            resp = await self.etcd.kvstub.Txn(
-                rpc.TxnRequest(
-                    compare=[rpc.Compare(key=key, result=rpc.Compare.EQUAL, target=rpc.Compare.MOD, mod_revision=kv.mod_revision)],
-                    success=[rpc.RequestOp(request_put=rpc.PutRequest(key=key, value=reduced.to_json(), ignore_lease=True))],
-                ),
-                timeout=ETCD_CALL_TIMEOUT_S,
-                metadata=self.etcd.metadata,
-            )  # fmt: skip
+            resp = await txn(self.etcd, rpc.TxnRequest(
+                compare=[rpc.Compare(key=key, result=rpc.Compare.EQUAL, target=rpc.Compare.MOD, mod_revision=kv.mod_revision)],
+                success=[rpc.RequestOp(request_put=rpc.PutRequest(key=key, value=reduced.to_json(), ignore_lease=True))],
+            ))  # fmt: skip
             if resp.succeeded:
                 await self.ks.wait_for_revision(int(resp.header.revision))
                 return
@@ -300,10 +294,7 @@ async def apply_shards(
                 request_delete_range=rpc.DeleteRangeRequest(key=layout.item_key(root, shard_id).encode())
             )
         )
-    await etcd.connect()
-    resp = await etcd.kvstub.Txn(
-        rpc.TxnRequest(success=ops), timeout=ETCD_CALL_TIMEOUT_S, metadata=etcd.metadata
-    )
+    resp = await txn(etcd, rpc.TxnRequest(success=ops))
     return int(resp.header.revision)
 
 

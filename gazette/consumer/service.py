@@ -21,6 +21,7 @@ from aetcd import rpc
 from gazette.consumer.spec import ShardSpec, ShardSpecError
 from gazette.consumer.status import ReplicaCode, ReplicaStatus
 from gazette.keyspace import layout
+from gazette.keyspace.etcd import txn
 from gazette.message.framing import content_types
 from gazette.protocol import consumer_pb2 as pb
 from gazette.protocol import consumer_pb2_grpc as pb_grpc
@@ -38,7 +39,6 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-ETCD_CALL_TIMEOUT_S = 10.0
 RESOLVE_POLL_S = 0.05  # how often a request waiting for a local primary to recover looks again
 RECOVERY_LOG_CONTENT_TYPE = "application/x-gazette-recoverylog"  # reference 7.7
 CONTENT_TYPE_LABEL = "content-type"
@@ -188,13 +188,8 @@ class ShardService(pb_grpc.ShardServicer):
             await context.abort(
                 grpc.StatusCode.UNAVAILABLE, f"could not look up the shards' journals at the broker: {exc}"
             )
-        await c.etcd.connect()
         try:
-            resp = await c.etcd.kvstub.Txn(
-                rpc.TxnRequest(compare=compares, success=ops),
-                timeout=ETCD_CALL_TIMEOUT_S,
-                metadata=c.etcd.metadata,
-            )
+            resp = await txn(c.etcd, rpc.TxnRequest(compare=compares, success=ops))
         except grpc.aio.AioRpcError as exc:
             await context.abort(grpc.StatusCode.UNAVAILABLE, f"etcd transaction failed: {exc.details()}")
         if not resp.succeeded:
@@ -285,13 +280,8 @@ class ShardService(pb_grpc.ShardServicer):
         header = self.header()
         if request.dry_run or not ops:
             return pb.UnassignResponse(status=to_pb(Status.OK), header=header, shards=acted)
-        await c.etcd.connect()
         try:
-            resp = await c.etcd.kvstub.Txn(
-                rpc.TxnRequest(compare=compares, success=ops),
-                timeout=ETCD_CALL_TIMEOUT_S,
-                metadata=c.etcd.metadata,
-            )
+            resp = await txn(c.etcd, rpc.TxnRequest(compare=compares, success=ops))
         except grpc.aio.AioRpcError as exc:
             await context.abort(grpc.StatusCode.UNAVAILABLE, f"etcd transaction failed: {exc.details()}")
         if not resp.succeeded:

@@ -23,6 +23,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 import aetcd
+from aetcd import rpc
 
 from gazette.keyspace import procutil
 
@@ -72,6 +73,16 @@ def _split_endpoint(endpoint: str) -> tuple[str, int]:
     if parts.scheme not in ("http", "") or not parts.hostname or parts.port is None:
         raise ValueError(f'etcd endpoint "{endpoint}" is not of the form http://host:port')
     return parts.hostname, parts.port
+
+
+ETCD_CALL_TIMEOUT_S = 10.0
+
+
+async def txn(client: aetcd.Client, request: rpc.TxnRequest) -> rpc.TxnResponse:
+    """A raw etcd transaction (aetcd's own `transaction` cannot express `ignore_lease` or reads
+    of several keys at one revision); bounded by ETCD_CALL_TIMEOUT_S."""
+    await client.connect()
+    return await client.kvstub.Txn(request, timeout=ETCD_CALL_TIMEOUT_S, metadata=client.metadata)
 
 
 def connect(endpoint: str, timeout: float | None = None) -> aetcd.Client:

@@ -7,11 +7,11 @@ can drain); SIGKILL and SIGSTOP scenarios live in tests/faults/ (subprocesses).
 from __future__ import annotations
 
 import os
-import time
 from collections.abc import Iterator
 
 import grpc
 import pytest
+from waiting import wait_for
 
 from gazette.allocator.journals import route_equivalent
 from gazette.broker.replicate import apply_replicate
@@ -39,14 +39,6 @@ def cluster(etcd, etcd_root, tmp_path) -> Iterator[LocalCluster]:
 def _route(client, journal=J):
     (info,) = client.list_journals(f"name={journal}")
     return info.route
-
-
-def _wait(predicate, what: str, timeout: float = 30.0):
-    deadline = time.monotonic() + timeout
-    while not (value := predicate()):
-        assert time.monotonic() < deadline, f"timed out waiting for {what}"
-        time.sleep(0.05)
-    return value
 
 
 def _raw_append(cluster: LocalCluster, endpoint: str, content: bytes, do_not_proxy: bool = False) -> pb.AppendResponse:
@@ -96,7 +88,7 @@ def test_appends_land_identically_on_every_replica_across_zones(cluster):
     assert len(fragments) == 1, fragments  # same begin, end, SHA1 and codec on all three
     (frag,) = fragments
     assert frag.end == sum(map(len, records))
-    _wait(lambda: _advertised(cluster), "the primary to advertise its route in every assignment")
+    wait_for("the primary to advertise its route in every assignment", lambda: _advertised(cluster))
 
 
 def test_non_primary_proxies_unless_told_not_to(cluster):
@@ -129,8 +121,8 @@ def test_graceful_exit_of_the_primary_hands_off_without_loss(cluster):
     client = connect(broker=survivor.endpoint)  # stays connected to a broker that does not exit
     client.append(J, b"before\n", union_registers={"owner": "one"})
     cluster.stop_broker(index)
-    route = _wait(lambda: (r := _route(client)).primary >= 0 and old not in r.members and len(r.members) == 3 and r,
-                  "the route to move off the exiting broker")
+    route = wait_for("the route to move off the exiting broker",
+                     lambda: (r := _route(client)).primary >= 0 and old not in r.members and len(r.members) == 3 and r)
     res = client.append(J, b"after\n", check_registers="owner=one")  # registers survived the hand-off
     assert res.begin == len(b"before\n")
     assert res.registers == LabelSet({"owner": "one"})
@@ -156,7 +148,7 @@ def test_flush_rolls_every_replica_and_persists(cluster):
 def test_too_few_brokers_for_the_replication_is_refused(cluster):
     client = cluster.client()
     client.apply_journals([cluster.journal_spec(J, replication=5)])  # only four brokers
-    _wait(lambda: len(_route(client).members) == 4, "the allocator to assign every broker")
+    wait_for("the allocator to assign every broker", lambda: len(_route(client).members) == 4)
     resp = _raw_append(cluster, cluster.brokers[0].endpoint, b"nope\n")  # the client would retry
     assert resp.status == pb.INSUFFICIENT_JOURNAL_BROKERS
     assert client.read_all(J) == b""

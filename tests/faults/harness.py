@@ -10,18 +10,17 @@ from __future__ import annotations
 import base64
 import json
 import os
-import time
 import urllib.request
 from collections.abc import Callable
 
 import grpc
+import waiting
 
 from gazette.keyspace import layout
 from gazette.local.cluster import LocalCluster
 from gazette.protocol import broker_pb2 as pb
 from gazette.protocol import broker_pb2_grpc as pb_grpc
 from gazette.protocol.endpoints import grpc_target
-from gazette.protocol.errors import GazetteError
 from gazette.protocol.selector import LabelSelector
 
 LEASE_TTL_S = 5
@@ -32,18 +31,7 @@ LIST_TIMEOUT_S = 5.0
 
 
 def wait_for(what: str, check: Callable[[], object], deadline_s: float = DEADLINE_S, poll_s: float = 0.05):
-    """Polls `check` until it returns something truthy (returned), or fails naming `what`."""
-    deadline = time.monotonic() + deadline_s
-    last_error: Exception | None = None
-    while time.monotonic() < deadline:
-        try:
-            result = check()
-        except (GazetteError, OSError, grpc.RpcError) as exc:
-            last_error, result = exc, None
-        if result:
-            return result
-        time.sleep(poll_s)
-    raise AssertionError(f"timed out after {deadline_s:.0f} s waiting for {what} (last error: {last_error!r})")
+    return waiting.wait_for(what, check, deadline_s, poll_s)
 
 
 def say(report: list[str], line: str) -> None:

@@ -22,6 +22,7 @@ from pathlib import Path
 
 import grpc
 import pytest
+import waiting
 
 from gazette.fragment.codecs import decompress
 from gazette.fragment.fragment import Fragment
@@ -38,18 +39,7 @@ DEADLINE_S = 30.0
 
 
 def wait_for(what: str, check: Callable[[], object], deadline_s: float = DEADLINE_S, poll_s: float = 0.05):
-    """Polls `check` until it returns something truthy (returned), or fails naming `what`."""
-    deadline = time.monotonic() + deadline_s
-    last_error: Exception | None = None
-    while time.monotonic() < deadline:
-        try:
-            result = check()
-        except (GazetteError, OSError, grpc.RpcError) as exc:
-            last_error, result = exc, None
-        if result:
-            return result
-        time.sleep(poll_s)
-    raise AssertionError(f"timed out after {deadline_s:.0f}s waiting for {what} (last error: {last_error!r})")
+    return waiting.wait_for(what, check, deadline_s, poll_s)
 
 
 # --- /proc helpers -----------------------------------------------------------------------------------

@@ -17,8 +17,7 @@ import orjson
 from aetcd import rpc
 
 from gazette.consumer.recoverylog.ops import MAX_AUTHOR, RecoveryLogError
-
-ETCD_CALL_TIMEOUT_S = 10.0
+from gazette.keyspace.etcd import txn
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -259,11 +258,8 @@ class ShardHints:
 
 async def _read(etcd: aetcd.Client, keys: Iterable[str]) -> tuple[dict[str, bytes], dict[str, int]]:
     keys = list(keys)
-    await etcd.connect()
-    resp = await etcd.kvstub.Txn(
-        rpc.TxnRequest(success=[rpc.RequestOp(request_range=rpc.RangeRequest(key=k.encode())) for k in keys]),
-        timeout=ETCD_CALL_TIMEOUT_S,
-        metadata=etcd.metadata,
+    resp = await txn(
+        etcd, rpc.TxnRequest(success=[rpc.RequestOp(request_range=rpc.RangeRequest(key=k.encode())) for k in keys])
     )
     raw: dict[str, bytes] = {}
     revisions = dict.fromkeys(keys, 0)
@@ -305,11 +301,7 @@ def _guard_compare(guard: Guard | None) -> list[rpc.Compare]:
 
 
 async def _txn(etcd: aetcd.Client, compares: list[rpc.Compare], ops: list[rpc.RequestOp]) -> bool:
-    await etcd.connect()
-    resp = await etcd.kvstub.Txn(
-        rpc.TxnRequest(compare=compares, success=ops), timeout=ETCD_CALL_TIMEOUT_S, metadata=etcd.metadata
-    )
-    return bool(resp.succeeded)
+    return bool((await txn(etcd, rpc.TxnRequest(compare=compares, success=ops))).succeeded)
 
 
 def _put(key: str, value: bytes) -> rpc.RequestOp:
