@@ -36,7 +36,7 @@ app.add_typer(consumer_app, name="consumer")
 console = Console()
 err_console = Console(stderr=True)
 
-BrokerOpt = typer.Option("http://127.0.0.1:8080", "--broker", envvar="GAZETTE_BROKER", help="Broker address.")
+BrokerOpt = typer.Option("http://127.0.0.1:8080", "--broker", envvar="GAZETTE_BROKER", help="Broker address; several comma-separated ones fail over in turn.")
 EtcdOpt = typer.Option(None, "--etcd", envvar="GAZETTE_ETCD", help="etcd endpoint (optional).")
 
 

@@ -3,6 +3,8 @@
 Appends retry on transient statuses and gRPC UNAVAILABLE (reference 3.6, `Append()`); reads follow
 the RetryReader of 3.5: they resume from the last offset after stream breaks, tolerate offset jumps,
 and end at the write head unless blocking. Every failure is a `GazetteError` carrying the status.
+Given several broker endpoints, a call that finds its broker UNAVAILABLE moves on to the next one,
+so a client survives the loss of the broker it was talking to (any broker proxies any journal).
 """
 
 from __future__ import annotations
@@ -82,17 +84,51 @@ def _check(status: int, what: str, **context) -> None:
         raise GazetteError(Status(status), what, **context)
 
 
-class AsyncClient:
-    """Talks to one broker address; brokers proxy to the journal's primary or members as needed."""
+def broker_endpoints(broker: str | Sequence[str]) -> tuple[str, ...]:
+    """`"http://a:1,http://b:2"` or a sequence -> the endpoints, in order; at least one."""
+    parts = broker.split(",") if isinstance(broker, str) else list(broker)
+    out = tuple(p.strip() for p in parts if p.strip())
+    if not out:
+        raise ValueError(f"no broker endpoint in {broker!r}: give one or more, comma-separated")
+    return out
 
-    def __init__(self, broker: str = "http://127.0.0.1:8080", etcd: str | None = None) -> None:
-        self.broker = broker
+
+class AsyncClient:
+    """Talks to a broker address (brokers proxy to the journal's primary or members as needed).
+
+    `broker` may list several endpoints (comma-separated or a sequence): calls use one at a time
+    and move to the next when it is UNAVAILABLE.
+    """
+
+    def __init__(self, broker: str | Sequence[str] = "http://127.0.0.1:8080", etcd: str | None = None) -> None:
+        self.endpoints = broker_endpoints(broker)
+        self.broker = ",".join(self.endpoints)
         self.etcd = etcd
-        self._channel = grpc.aio.insecure_channel(grpc_target(broker), options=GRPC_MESSAGE_OPTIONS)
-        self.stub = pb_grpc.JournalStub(self._channel)
+        self._channels = [
+            grpc.aio.insecure_channel(grpc_target(e), options=GRPC_MESSAGE_OPTIONS) for e in self.endpoints
+        ]
+        self._stubs = [pb_grpc.JournalStub(c) for c in self._channels]
+        self._current = 0
+
+    @property
+    def endpoint(self) -> str:
+        """The endpoint in use."""
+        return self.endpoints[self._current]
+
+    @property
+    def stub(self) -> pb_grpc.JournalStub:
+        """The stub of the endpoint in use."""
+        return self._stubs[self._current]
+
+    def failover(self, failed: pb_grpc.JournalStub) -> None:
+        """`failed` answered UNAVAILABLE: use the next endpoint (once per failure, however many
+        concurrent calls saw it)."""
+        if len(self._stubs) > 1 and self._stubs[self._current] is failed:
+            self._current = (self._current + 1) % len(self._stubs)
 
     async def close(self) -> None:
-        await self._channel.close()
+        for channel in self._channels:
+            await channel.close()
 
     async def __aenter__(self) -> AsyncClient:
         return self
@@ -116,28 +152,29 @@ class AsyncClient:
             else:
                 ch.spec.validate()
                 req.changes.add(expect_mod_revision=ch.expect_mod_revision, upsert=ch.spec.to_proto())
-        resp = await self._unary(self.stub.Apply, req)
+        resp = await self._unary("Apply", req)
         _check(resp.status, "apply failed: a journal's mod revision did not match (re-list and retry)")
         return resp.header.etcd.revision
 
     async def delete_journals(self, names: Iterable[str]) -> int:
         req = pb.ApplyRequest(changes=[pb.ApplyRequest.Change(expect_mod_revision=-1, delete=n) for n in names])
-        resp = await self._unary(self.stub.Apply, req)
+        resp = await self._unary("Apply", req)
         _check(resp.status, "delete failed")
         return resp.header.etcd.revision
 
     async def list_journals(self, selector: str | LabelSelector | None = None) -> list[JournalInfo]:
         sel = selector if isinstance(selector, LabelSelector) else LabelSelector.parse(selector or "")
-        out: list[JournalInfo] = []
-        try:
-            async for resp in self.stub.List(pb.ListRequest(selector=sel.to_proto())):
+
+        async def listing(stub: pb_grpc.JournalStub) -> list[JournalInfo]:
+            out: list[JournalInfo] = []
+            async for resp in stub.List(pb.ListRequest(selector=sel.to_proto())):
                 if resp.header.HasField("etcd"):
                     _check(resp.status, "list failed")
                 for j in resp.journals:
                     out.append(JournalInfo(JournalSpec.from_proto(j.spec), Route.from_proto(j.route), j.mod_revision))
-        except grpc.aio.AioRpcError as exc:
-            raise _from_rpc_error(exc) from exc
-        return out
+            return out
+
+        return await self._call(listing)
 
     # --- append ----------------------------------------------------------------------------------
     async def append(
@@ -175,7 +212,7 @@ class AsyncClient:
                     yield pb.AppendRequest(content=bytes(view[i : i + APPEND_CHUNK_BYTES]))
             yield pb.AppendRequest()  # the empty message commits; half-close follows
 
-        resp = await self._call(lambda: self.stub.Append(requests()), retry_statuses=APPEND_RETRY_STATUSES)
+        resp = await self._call(lambda stub: stub.Append(requests()), retry_statuses=APPEND_RETRY_STATUSES)
         status = Status(resp.status)
         registers = LabelSet.from_proto(resp.registers)
         if status != Status.OK:
@@ -222,7 +259,8 @@ class AsyncClient:
             req = pb.ReadRequest(
                 journal=journal, offset=offset, block=block, end_offset=end_offset or 0, begin_mod_time=begin_mod_time
             )
-            call = self.stub.Read(req)
+            stub = self.stub
+            call = stub.Read(req)
             try:
                 async for resp in call:
                     if resp.content:
@@ -246,6 +284,7 @@ class AsyncClient:
             except grpc.aio.AioRpcError as exc:
                 if exc.code() != grpc.StatusCode.UNAVAILABLE or attempt >= MAX_RETRY_ATTEMPTS:
                     raise _from_rpc_error(exc) from exc
+                self.failover(stub)
             finally:
                 call.cancel()
             await asyncio.sleep(_backoff(attempt))
@@ -260,11 +299,15 @@ class AsyncClient:
     async def read_head(self, journal: str) -> int:
         """The journal's current write head (a metadata-only read at offset -1)."""
         validate_journal_name(journal, allow_meta=True)
-        async for resp in self.stub.Read(pb.ReadRequest(journal=journal, offset=-1, metadata_only=True)):
-            if resp.status not in (Status.OK, Status.OFFSET_NOT_YET_AVAILABLE):
-                raise GazetteError(Status(resp.status), f"reading the write head of {journal} failed")
-            return resp.write_head
-        return 0
+
+        async def head(stub: pb_grpc.JournalStub) -> int:
+            async for resp in stub.Read(pb.ReadRequest(journal=journal, offset=-1, metadata_only=True)):
+                if resp.status not in (Status.OK, Status.OFFSET_NOT_YET_AVAILABLE):
+                    raise GazetteError(Status(resp.status), f"reading the write head of {journal} failed")
+                return resp.write_head
+            return 0
+
+        return await self._call(head)
 
     # --- fragments -------------------------------------------------------------------------------
     async def list_fragments(
@@ -290,7 +333,7 @@ class AsyncClient:
             )
             if signature_ttl_s:
                 req.signature_ttl.CopyFrom(Duration(seconds=int(signature_ttl_s)))
-            resp = await self._unary(self.stub.ListFragments, req)
+            resp = await self._unary("ListFragments", req)
             _check(resp.status, f"listing fragments of {journal} failed")
             out.extend((Fragment.from_proto(f.spec), f.signed_url) for f in resp.fragments)
             token = resp.next_page_token
@@ -300,24 +343,27 @@ class AsyncClient:
     async def flush(self, journal: str) -> Fragment | None:
         """Rolls the journal's spool and returns once it is persisted (None: nothing to persist)."""
         validate_journal_name(journal)
-        resp = await self._unary(self.stub.Flush, pb.FlushRequest(journal=journal))
+        resp = await self._unary("Flush", pb.FlushRequest(journal=journal))
         _check(resp.status, f"flush of {journal} failed: {resp.store_error}".rstrip(": "))
         return Fragment.from_proto(resp.fragment) if resp.HasField("fragment") else None
 
-    async def _unary(self, method, req):
-        return await self._call(lambda: method(req))
+    async def _unary(self, method_name: str, req):
+        return await self._call(lambda stub: getattr(stub, method_name)(req))
 
     async def _call(self, make_call, retry_statuses: frozenset[Status] = frozenset()):
-        """Runs an RPC (made anew per attempt), retrying gRPC UNAVAILABLE and `retry_statuses`."""
+        """Runs an RPC (made anew per attempt on the endpoint in use), retrying gRPC UNAVAILABLE
+        (on the next endpoint) and `retry_statuses`."""
         attempt = 0
         while True:
+            stub = self.stub
             try:
-                resp = await make_call()
+                resp = await make_call(stub)
             except grpc.aio.AioRpcError as exc:
                 if exc.code() != grpc.StatusCode.UNAVAILABLE or attempt >= MAX_RETRY_ATTEMPTS:
                     raise _from_rpc_error(exc) from exc
+                self.failover(stub)
             else:
-                if resp.status not in retry_statuses or attempt >= MAX_RETRY_ATTEMPTS:
+                if not retry_statuses or resp.status not in retry_statuses or attempt >= MAX_RETRY_ATTEMPTS:
                     return resp
             await asyncio.sleep(_backoff(attempt))
             attempt += 1

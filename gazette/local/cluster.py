@@ -292,9 +292,8 @@ class LocalCluster:
         options.setdefault("mode", self.mode)
         options.setdefault("log_level", self.log_level)
         options.setdefault("data_dir", os.path.join(self.data_dir, "consumers", root.strip("/").replace("/", "_")))
-        running = next((h.endpoint for h in self.brokers if h.running), self.brokers[0].endpoint)
         group = ConsumerGroup(
-            app, etcd=self.etcd_endpoint, broker=running, root=root, processes=processes, loop=self._loop,
+            app, etcd=self.etcd_endpoint, broker=self._failover_endpoints(), root=root, processes=processes, loop=self._loop,
             **options,
         )
         self._consumer_groups.append(group)
@@ -335,11 +334,17 @@ class LocalCluster:
         os.kill(self._consumer_group(group).pid(i), signal.SIGCONT)
 
     def client(self) -> Client:
-        """A sync client through the first running broker (shared; closed with the cluster)."""
+        """A sync client through the running brokers, failing over between them (shared; closed
+        with the cluster)."""
         if self._client is None:
-            endpoint = next((h.endpoint for h in self.brokers if h.running), self.brokers[0].endpoint)
-            self._client = Client(endpoint, self.etcd_endpoint, loop=self._loop)
+            self._client = Client(self._failover_endpoints(), self.etcd_endpoint, loop=self._loop)
         return self._client
+
+    def _failover_endpoints(self) -> str:
+        """Every broker's endpoint, running ones first: what clients and consumers dial, moving to
+        the next one when a broker is gone."""
+        ordered = sorted(self.brokers, key=lambda h: not h.running)
+        return ",".join(h.endpoint for h in ordered if h.endpoint)
 
     def journal_spec(self, name: str, **fields: Any) -> JournalSpec:
         """A JournalSpec persisting to this cluster's store (fields override the defaults)."""
