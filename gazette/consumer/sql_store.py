@@ -1,102 +1,278 @@
 """SQLStore: application tables and the shard checkpoint in one SQL transaction, fenced (reference 7.6).
 
-Table `gazette_checkpoints(shard_fqn TEXT PRIMARY KEY, fence INTEGER, checkpoint BLOB)` holds each
-shard's checkpoint as ConsumerCheckpoint JSON. Restoring bumps the fence; a commit updates the
-checkpoint only where the fence is still the one it restored, so a deposed primary (a zombie) fails
-with FencingError and its transaction rolls back. sqlite3 for now; the connection is used only from
-the shard's worker thread (where the Application's methods run).
+Table `gazette_checkpoints(shard_fqn TEXT PRIMARY KEY, fence INTEGER, checkpoint BLOB)` (BIGINT, BYTEA
+on PostgreSQL) holds each shard's checkpoint as ConsumerCheckpoint JSON. Restoring bumps the fence; a
+commit updates the checkpoint only where the fence is still the one it restored, so a deposed primary
+(a zombie) fails with FencingError and its transaction rolls back. One store, two dialects: sqlite3 (a
+path or sqlite:// URL) and PostgreSQL via psycopg 3 (postgresql:// URL); the connection is used only
+from the shard's worker thread (where the Application's methods run).
 """
 
 from __future__ import annotations
 
 import concurrent.futures
+import re
 import sqlite3
-from collections.abc import Iterable, Sequence
-from typing import Any
+import urllib.parse
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from typing import Any, Protocol
 
 from gazette.consumer.store import ConsumerCheckpoint, FencingError, Store, wait_all
-from gazette.protocol.errors import ValidationError
+from gazette.protocol.errors import GazetteError, ValidationError
+from gazette.protocol.status import Status
 
 SQLITE_BUSY_TIMEOUT_S = 60.0  # a new primary waits this long for a deposed one's open transaction
-_CREATE = (
-    "CREATE TABLE IF NOT EXISTS gazette_checkpoints "
-    "(shard_fqn TEXT PRIMARY KEY NOT NULL, fence INTEGER NOT NULL, checkpoint BLOB NOT NULL)"
+POSTGRES_CONNECT_TIMEOUT_S = 10  # unless the URL sets connect_timeout
+POSTGRES_SCHEMA_LOCK_KEY = 0x6761_7A65_7474_65  # pg_advisory_xact_lock key serializing setup_schema
+_RESTORE = (  # bump the fence, or create the row at fence 1 (reference 7.6), in one statement
+    "INSERT INTO gazette_checkpoints (shard_fqn, fence, checkpoint) VALUES (?, 1, ?) "
+    "ON CONFLICT (shard_fqn) DO UPDATE SET fence = gazette_checkpoints.fence + 1 RETURNING fence, checkpoint"
+)
+_COMMIT = "UPDATE gazette_checkpoints SET checkpoint = ? WHERE shard_fqn = ? AND fence = ?"
+
+SQLConnection = Any  # sqlite3.Connection or psycopg.Connection: each driver's own API
+
+
+class SQLCursor(Protocol):
+    """What `SQLStore.execute` returns on either dialect (a sqlite3 or a psycopg cursor)."""
+
+    @property
+    def rowcount(self) -> int: ...
+
+    def fetchone(self) -> Any: ...
+
+    def fetchall(self) -> list[Any]: ...
+
+    def __iter__(self) -> Iterator[Any]: ...
+
+
+class SQLStoreError(GazetteError):
+    """The store's database could not be reached (the message names the URL, without its password)."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(Status.OK, message)
+
+
+def redact_url(url: str) -> str:
+    """`url` with any password replaced by ***, for messages."""
+    parts = urllib.parse.urlsplit(url)
+    if parts.password is None:
+        return url
+    netloc = parts.netloc.replace(f":{parts.password}@", ":***@", 1)
+    return urllib.parse.urlunsplit(parts._replace(netloc=netloc))
+
+
+def _unsupported(url: str, why: str) -> ValidationError:
+    return ValidationError(
+        f'SQLStore URL "{redact_url(url)}" is not supported: {why} (expected sqlite:///absolute/path.db, '
+        "a file path, or postgresql://user@host:port/database)"
+    )
+
+
+class _SQLiteDialect:
+    """sqlite3 in autocommit mode (isolation_level=None): transactions are explicit BEGIN/COMMIT."""
+
+    name = "sqlite"
+    checkpoints_ddl = (
+        "CREATE TABLE IF NOT EXISTS gazette_checkpoints "
+        "(shard_fqn TEXT PRIMARY KEY NOT NULL, fence INTEGER NOT NULL, checkpoint BLOB NOT NULL)"
+    )
+    begin_schema = "BEGIN IMMEDIATE"  # the database's write lock serializes schema setup
+    schema_lock: str | None = None
+
+    def __init__(self, url: str) -> None:
+        if url.startswith("sqlite:///"):
+            self.path = url[len("sqlite://") :]
+        elif url in ("sqlite://:memory:", ":memory:"):
+            self.path = ":memory:"
+        elif "://" in url:
+            raise _unsupported(url, f"unknown scheme {url.split('://', 1)[0]!r}")
+        else:
+            self.path = url
+
+    def connect(self) -> SQLConnection:
+        return sqlite3.connect(
+            self.path, timeout=SQLITE_BUSY_TIMEOUT_S, isolation_level=None, check_same_thread=False
+        )
+
+    def in_transaction(self, conn: SQLConnection) -> bool:
+        return bool(conn.in_transaction)
+
+    def can_rollback(self, conn: SQLConnection) -> bool:
+        return bool(conn.in_transaction)
+
+    def statement(self, sql: str, params: Sequence[Any] | Mapping[str, Any] | None) -> str:
+        return sql  # sqlite3's own paramstyles are the store's
+
+    def executemany(self, conn: SQLConnection, sql: str, rows: list[Any]) -> SQLCursor:
+        return conn.executemany(sql, rows)  # type: ignore[no-any-return]
+
+
+# Quoted text, identifiers and comments keep their placeholder-like characters; every % is doubled.
+_PG_TOKENS = re.compile(
+    r"""'(?:[^']|'')*'?|"(?:[^"]|"")*"?|--[^\n]*|/\*.*?(?:\*/|\Z)"""
+    r"""|\$(?P<tag>(?:[A-Za-z_]\w*)?)\$.*?(?:\$(?P=tag)\$|\Z)"""
+    r"""|(?P<qmark>\?)|(?P<percent>%)|(?<![:\w]):(?P<name>[A-Za-z_]\w*)""",
+    re.S,
 )
 
 
-def _sqlite_path(url: str) -> str:
-    if url.startswith("sqlite:///"):
-        return url[len("sqlite://") :]
-    if url in ("sqlite://:memory:", ":memory:"):
-        return ":memory:"
-    if "://" in url:
-        raise ValidationError(
-            f'SQLStore URL "{url}" is not supported (expected sqlite:///absolute/path.db or a file path; '
-            "PostgreSQL is not implemented yet)"
+class _PostgresDialect:
+    """psycopg 3 in autocommit mode, with explicit BEGIN/COMMIT like the sqlite3 dialect. The store's
+    `?` and `:name` placeholders become psycopg's `%s` and `%(name)s` (and a literal % becomes %%); SQL
+    using jsonb's `?` operators with parameters goes through `transaction()`'s connection instead."""
+
+    name = "postgresql"
+    checkpoints_ddl = (
+        "CREATE TABLE IF NOT EXISTS gazette_checkpoints "
+        "(shard_fqn TEXT PRIMARY KEY NOT NULL, fence BIGINT NOT NULL, checkpoint BYTEA NOT NULL)"
+    )
+    begin_schema = "BEGIN"
+    # Concurrent CREATE TABLE IF NOT EXISTS of one table can fail on PostgreSQL's catalog: serialize.
+    schema_lock: str | None = f"SELECT pg_advisory_xact_lock({POSTGRES_SCHEMA_LOCK_KEY})"
+
+    def __init__(self, url: str) -> None:
+        try:
+            import psycopg
+            from psycopg.conninfo import conninfo_to_dict
+        except ImportError:
+            raise GazetteError(
+                Status.OK,
+                f'SQLStore URL "{redact_url(url)}" needs psycopg 3 (pip install "psycopg[binary]")',
+            ) from None
+        self.psycopg = psycopg
+        self.url = url
+        try:
+            params = conninfo_to_dict(url)
+        except psycopg.Error as exc:
+            raise _unsupported(url, f"it is not a valid PostgreSQL URL ({str(exc).strip()})") from None
+        if not params.get("dbname"):
+            raise _unsupported(url, "a PostgreSQL URL must name its database")
+        if not all(p.isdigit() for p in str(params.get("port", "0")).split(",")):
+            raise _unsupported(url, f"port {params['port']!r} is not a number")
+        self.connect_kwargs: dict[str, Any] = {"autocommit": True}
+        if "connect_timeout" not in params:
+            self.connect_kwargs["connect_timeout"] = POSTGRES_CONNECT_TIMEOUT_S
+
+    def connect(self) -> SQLConnection:
+        try:
+            return self.psycopg.connect(self.url, **self.connect_kwargs)
+        except self.psycopg.OperationalError as exc:
+            detail = str(exc).strip().replace("\n", " ")
+            raise SQLStoreError(f'SQLStore could not connect to "{redact_url(self.url)}": {detail}') from None
+
+    def in_transaction(self, conn: SQLConnection) -> bool:
+        return bool(conn.info.transaction_status != self.psycopg.pq.TransactionStatus.IDLE)
+
+    def can_rollback(self, conn: SQLConnection) -> bool:
+        return not conn.closed and conn.info.transaction_status in (
+            self.psycopg.pq.TransactionStatus.INTRANS,
+            self.psycopg.pq.TransactionStatus.INERROR,
         )
-    return url
+
+    def statement(self, sql: str, params: Sequence[Any] | Mapping[str, Any] | None) -> str:
+        if params is None:
+            return sql  # psycopg leaves a statement without parameters as written
+        named = isinstance(params, Mapping)
+
+        def rewrite(m: re.Match[str]) -> str:
+            if m.group("qmark") is not None:
+                return "?" if named else "%s"
+            if m.group("percent") is not None:
+                return "%%"
+            if m.group("name") is not None:
+                return f"%({m.group('name')})s" if named else m.group(0)
+            return m.group(0).replace("%", "%%")  # psycopg reads % even inside quotes
+
+        return _PG_TOKENS.sub(rewrite, sql)
+
+    def executemany(self, conn: SQLConnection, sql: str, rows: list[Any]) -> SQLCursor:
+        cursor = conn.cursor()
+        cursor.executemany(self.statement(sql, rows[0] if rows else ()), rows)
+        return cursor  # type: ignore[no-any-return]
+
+
+def _dialect(url: str) -> _SQLiteDialect | _PostgresDialect:
+    if url.startswith(("postgresql://", "postgres://")):
+        return _PostgresDialect(url)
+    return _SQLiteDialect(url)
 
 
 class SQLStore(Store):
     """An SQL database holding application tables and the shard checkpoint, committed together.
 
-    Application code writes with `execute`/`executemany` (or on `transaction()`'s connection) during
-    `consume_message` and `finalize_txn`; the transaction loop commits those writes with the checkpoint.
+    `url` is a sqlite file (a path or sqlite:///absolute/path.db) or a PostgreSQL database
+    (postgresql://user:password@host:port/database). Application code writes with `execute` /
+    `executemany` during `consume_message` and `finalize_txn` using sqlite-style placeholders (`?` with
+    a sequence, `:name` with a mapping) on both; the transaction loop commits those writes with the
+    checkpoint. `transaction()` gives the driver's connection (its own paramstyle) inside the same
+    transaction; `setup_schema` runs DDL once, safely against concurrent stores.
     """
 
     def __init__(self, shard: Any, url: str) -> None:
         self.shard_fqn: str = shard.fqn
         self.url = url
-        self.conn = sqlite3.connect(
-            _sqlite_path(url), timeout=SQLITE_BUSY_TIMEOUT_S, isolation_level=None, check_same_thread=False
-        )
-        self.conn.execute(_CREATE)
+        self.dialect = _dialect(url)
+        self.conn: SQLConnection = self.dialect.connect()
         self.fence: int | None = None
+        try:
+            self.setup_schema(self.dialect.checkpoints_ddl)
+        except BaseException:
+            self.conn.close()
+            raise
+
+    @property
+    def dialect_name(self) -> str:
+        """The dialect in use: "sqlite" or "postgresql"."""
+        return self.dialect.name
 
     # ---- application access
 
-    def transaction(self) -> sqlite3.Connection:
+    def setup_schema(self, *statements: str) -> None:
+        """Runs DDL statements (e.g. CREATE TABLE IF NOT EXISTS) in one transaction of their own,
+        serialized with other stores' setup on the same database. Call it outside a shard transaction."""
+        if self.dialect.in_transaction(self.conn):
+            raise GazetteError(
+                Status.OK, f"SQLStore of shard {self.shard_fqn}: setup_schema inside an open transaction"
+            )
+        conn = self.conn
+        conn.execute(self.dialect.begin_schema)
+        try:
+            if self.dialect.schema_lock is not None:
+                conn.execute(self.dialect.schema_lock)
+            for sql in statements:
+                conn.execute(sql)
+            conn.execute("COMMIT")
+        except BaseException:
+            self._rollback()
+            raise
+
+    def transaction(self) -> SQLConnection:
         """The connection, inside this shard transaction's SQL transaction (begun on first use)."""
-        if not self.conn.in_transaction:
+        if not self.dialect.in_transaction(self.conn):
             self.conn.execute("BEGIN")
         return self.conn
 
-    def execute(self, sql: str, params: Sequence[Any] | dict[str, Any] = ()) -> sqlite3.Cursor:
-        return self.transaction().execute(sql, params)
+    def execute(self, sql: str, params: Sequence[Any] | Mapping[str, Any] = ()) -> SQLCursor:
+        """Runs `sql` (sqlite-style placeholders) in the shard transaction; returns the cursor."""
+        conn = self.transaction()
+        if not params:
+            return conn.execute(self.dialect.statement(sql, None))  # type: ignore[no-any-return]
+        return conn.execute(self.dialect.statement(sql, params), params)  # type: ignore[no-any-return]
 
-    def executemany(self, sql: str, rows: Iterable[Sequence[Any]]) -> sqlite3.Cursor:
-        return self.transaction().executemany(sql, rows)
+    def executemany(self, sql: str, rows: Iterable[Sequence[Any] | Mapping[str, Any]]) -> SQLCursor:
+        """Runs `sql` once per row of parameters in the shard transaction."""
+        return self.dialect.executemany(self.transaction(), sql, list(rows))
 
     # ---- Store
 
     def restore_checkpoint(self, shard: Any) -> ConsumerCheckpoint:
-        conn = self.conn
-        if conn.in_transaction:
-            conn.execute("ROLLBACK")
-        conn.execute("BEGIN IMMEDIATE")
-        try:
-            conn.execute(
-                "UPDATE gazette_checkpoints SET fence = fence + 1 WHERE shard_fqn = ?", (self.shard_fqn,)
-            )
-            row = conn.execute(
-                "SELECT fence, checkpoint FROM gazette_checkpoints WHERE shard_fqn = ?", (self.shard_fqn,)
-            ).fetchone()
-            if row is None:
-                checkpoint = ConsumerCheckpoint()
-                conn.execute(
-                    "INSERT INTO gazette_checkpoints (shard_fqn, fence, checkpoint) VALUES (?, 1, ?)",
-                    (self.shard_fqn, checkpoint.to_json()),
-                )
-                fence = 1
-            else:
-                fence, raw = row
-                checkpoint = ConsumerCheckpoint.from_json(raw)
-            conn.execute("COMMIT")
-        except BaseException:
-            conn.execute("ROLLBACK")
-            raise
+        self._rollback()
+        initial = ConsumerCheckpoint().to_json()
+        # fetchall: sqlite commits a RETURNING statement only once all its rows are read.
+        [(fence, raw)] = self._run(_RESTORE, (self.shard_fqn, initial)).fetchall()
         self.fence = int(fence)
-        return checkpoint
+        return ConsumerCheckpoint.from_json(bytes(raw) if isinstance(raw, memoryview) else raw)
 
     def start_commit(
         self, shard: Any, checkpoint: ConsumerCheckpoint, wait_for: Iterable[concurrent.futures.Future]
@@ -117,10 +293,7 @@ class SQLStore(Store):
         conn = self.transaction()
         try:
             wait_all(wait_for, f"commit of shard {self.shard_fqn}")
-            updated = conn.execute(
-                "UPDATE gazette_checkpoints SET checkpoint = ? WHERE shard_fqn = ? AND fence = ?",
-                (checkpoint.to_json(), self.shard_fqn, self.fence),
-            ).rowcount
+            updated = self._run(_COMMIT, (checkpoint.to_json(), self.shard_fqn, self.fence)).rowcount
             if updated != 1:
                 raise FencingError(
                     f"commit of shard {self.shard_fqn} refused: the checkpoint fence is no longer {self.fence} "
@@ -128,13 +301,20 @@ class SQLStore(Store):
                 )
             conn.execute("COMMIT")
         except BaseException:
-            if conn.in_transaction:
-                conn.execute("ROLLBACK")
+            self._rollback()
             raise
 
     def destroy(self) -> None:
         try:
-            if self.conn.in_transaction:
-                self.conn.execute("ROLLBACK")
+            self._rollback()
         finally:
             self.conn.close()
+
+    # ---- internals
+
+    def _run(self, sql: str, params: Sequence[Any]) -> SQLCursor:
+        return self.conn.execute(self.dialect.statement(sql, params), params)  # type: ignore[no-any-return]
+
+    def _rollback(self) -> None:
+        if self.dialect.can_rollback(self.conn):
+            self.conn.execute("ROLLBACK")

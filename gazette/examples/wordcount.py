@@ -35,11 +35,12 @@ def partition_of(word: str, partitions: int) -> int:
 
 
 class CountStore(SQLStore):
-    """The shard's sqlite file with a `counts` table, plus this transaction's changed counts."""
+    """The shard's database (sqlite or PostgreSQL) with a `counts` table, plus this transaction's
+    changed counts."""
 
     def __init__(self, shard: Shard, url: str) -> None:
         super().__init__(shard, url)
-        self.conn.execute(
+        self.setup_schema(
             "CREATE TABLE IF NOT EXISTS counts (word TEXT PRIMARY KEY NOT NULL, count INTEGER NOT NULL)"
         )
         self.changed: dict[str, int] = {}
@@ -52,14 +53,17 @@ class CountStore(SQLStore):
 
 
 class WordCount(Application):
-    """Counts words of its shard's source into `<db_dir>/<shard id>.db` (SQLStore: exactly once)."""
+    """Counts words of its shard's source into `<db_dir>/<shard id>.db` (SQLStore: exactly once), or
+    into the one database `store_url` (e.g. postgresql://...) shared by all shards when given."""
 
-    def __init__(self, db_dir: str, output: str = COUNTS_JOURNAL) -> None:
+    def __init__(self, db_dir: str, output: str = COUNTS_JOURNAL, store_url: str | None = None) -> None:
         self.db_dir = db_dir
         self.output = output
+        self.store_url = store_url
 
     def new_store(self, shard: Shard, recorder: Any) -> Store:
-        return CountStore(shard, os.path.join(self.db_dir, shard.id.replace("/", "_") + ".db"))
+        url = self.store_url or os.path.join(self.db_dir, shard.id.replace("/", "_") + ".db")
+        return CountStore(shard, url)
 
     def consume_message(self, shard: Shard, store: Store, env: Envelope, pub: Publisher) -> None:
         if env.is_ack:
