@@ -1,14 +1,16 @@
-"""`gazette shards list|apply|stat|unassign|inspect` and `gazette consumer run` (reference 8.3).
+"""`gazette shards list|apply|stat|unassign|inspect|recover|prune` and `gazette consumer run` (reference 8.3).
 
 Shard commands reach a consumer application's Shard service through `--consumer` (a member's
 address) or through `--etcd` and `--root` (its members, as announced). Shard YAML is Gazette's
 shardspace: a `common:` map inherited by each entry of `shards:`; an entry's `revision` makes its
 apply a compare-and-swap (0 or omitted: must not exist, -1: any) and `delete: true` removes it.
-`shards list -o yaml` prints that format, so list, edit, apply round-trips.
+`shards list -o yaml` prints that format, so list, edit, apply round-trips. `recover` and `prune`
+read shard specs and hints straight from etcd (`--etcd`, `--root`) and the log through `--broker`.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import sys
 from enum import StrEnum
@@ -24,8 +26,10 @@ from rich.table import Table
 from gazette.protocol.errors import ValidationError
 
 if TYPE_CHECKING:
+    from gazette.client.aio import AsyncClient
     from gazette.consumer.client import ShardChange, ShardClient
     from gazette.consumer.consumer import ShardInfo
+    from gazette.consumer.spec import ShardSpec
 
 shards_app = typer.Typer(no_args_is_help=True, help="List, apply, stat, unassign and inspect shards.")
 consumer_app = typer.Typer(no_args_is_help=True, help="Run a consumer application member.")
@@ -39,7 +43,11 @@ EtcdOpt = typer.Option(None, "--etcd", envvar="GAZETTE_ETCD", help="etcd endpoin
 RootOpt = typer.Option(
     None, "--root", envvar="GAZETTE_CONSUMER_ROOT", help="The consumer application's etcd root (with --etcd)."
 )
+BrokerOpt = typer.Option(
+    "http://127.0.0.1:8080", "--broker", envvar="GAZETTE_BROKER", help="Broker address (for the journals)."
+)
 SHARD_KEYS = ("revision", "delete")
+LAG_INSPECT_TIMEOUT_S = 10.0  # `list --lag` gives up on a primary's checkpoint after this long
 
 
 class Output(StrEnum):
@@ -140,19 +148,26 @@ def load_shards_yaml(text: str) -> list[ShardChange]:
 def shards_list(
     selector: str = typer.Option("", "-l", "--selector", help='Label selector, e.g. "id=count-000".'),
     output: Output = typer.Option(Output.table, "-o", "--output"),
+    lag: bool = typer.Option(
+        False, "--lag", help="Add each shard's read lag: source write heads minus its checkpoint's offsets."
+    ),
+    verbose: bool = typer.Option(False, "-v", "--verbose", help="With --lag: the lag of each source too."),
     consumer: str | None = ConsumerOpt,
     etcd: str | None = EtcdOpt,
     root: str | None = RootOpt,
+    broker: str = BrokerOpt,
 ) -> None:
     """List shards with their replicas' statuses (and the errors of FAILED ones)."""
     with _client(consumer, etcd, root) as c:
         infos = c.list_shards(selector)
+        lags = shard_lags(c, infos, broker) if lag and output != Output.yaml else {}
     if output == Output.yaml:
         print(dump_shards_yaml(infos), end="")
         return
     rows = []
     for info in infos:
         primary = info.primary
+        lagged = lags.get(info.spec.id)
         rows.append(
             {
                 "id": info.spec.id,
@@ -176,12 +191,45 @@ def shards_list(
                 ],
             }
         )
+        if lag:
+            rows[-1]["lag"] = "" if lagged is None else sum(lagged.values())
+            rows[-1]["source_lag"] = lagged
+            rows[-1]["source lag"] = ", ".join(f"{j}={n}" for j, n in (lagged or {}).items())
     if output == Output.json:
         for r in rows:
             r["replicas"] = r.pop("replica_list")
+            r.pop("source lag", None)
         print(json.dumps(rows, indent=2))
     else:
-        _table(rows, ["id", "status", "primary", "replicas", "revision", "sources", "errors"])
+        columns = ["id", "status", "primary", "replicas", "revision", "sources", "errors"]
+        columns += (["lag"] + (["source lag"] if verbose else [])) if lag else []
+        _table(rows, columns)
+
+
+def shard_lags(client: ShardClient, infos: list[ShardInfo], broker: str) -> dict[str, dict[str, int] | None]:
+    """Per shard: bytes of each source not yet read, i.e. the source's write head minus where the
+    shard's last committed checkpoint reads from (its read-through, at least the source's min_offset).
+    None for a shard without a PRIMARY to ask."""
+    from gazette.client.sync import Client
+    from gazette.consumer.status import ReplicaCode
+
+    out: dict[str, dict[str, int] | None] = {}
+    heads: dict[str, int] = {}
+    with Client(broker) as journals:
+        for info in infos:
+            primary = info.primary
+            if primary is None or primary.status.code != ReplicaCode.PRIMARY:
+                out[info.spec.id] = None
+                continue
+            read_through = client.inspect(info.spec.id, timeout=LAG_INSPECT_TIMEOUT_S).checkpoint.read_through
+            per_source = {}
+            for source in info.spec.sources:
+                if source.journal not in heads:
+                    heads[source.journal] = journals.read_head(source.journal)
+                start = max(read_through.get(source.journal, 0), source.min_offset)
+                per_source[source.journal] = max(heads[source.journal] - start, 0)
+            out[info.spec.id] = per_source
+    return out
 
 
 @shards_app.command("apply")
@@ -286,8 +334,6 @@ def shards_inspect(
     root: str | None = RootOpt,
 ) -> None:
     """Print the primary's last committed checkpoint, sequencer state and recent transactions (JSON)."""
-    import dataclasses
-
     with _client(consumer, etcd, root) as c:
         ins = c.inspect(shard)
     doc = {
@@ -302,6 +348,151 @@ def shards_inspect(
         "publish_at": ins.publish_at,
     }
     print(json.dumps(doc, indent=2))
+
+
+# ---- recovery logs
+
+
+def _shard_specs(
+    etcd: str | None, root: str | None, shards: list[str], selector: str, what: str
+) -> list[ShardSpec]:
+    """The specs of the named shards (or of those `selector` picks), read from etcd."""
+    from gazette.client.loop import default_loop
+    from gazette.consumer.consumer import list_shards
+    from gazette.consumer.service import shard_labels
+    from gazette.keyspace.etcd import connect
+    from gazette.protocol.selector import LabelSelector
+
+    if not (etcd and root):
+        raise ValidationError(
+            f"shards {what} reads shard specs and hints from etcd: pass --etcd and --root "
+            "(or GAZETTE_ETCD and GAZETTE_CONSUMER_ROOT)"
+        )
+    parsed = LabelSelector.parse(selector) if selector else None
+
+    async def run() -> list[ShardSpec]:
+        client = connect(etcd)
+        try:
+            return [i.spec for i in await list_shards(client, root)]
+        finally:
+            await client.close()
+
+    specs = {s.id: s for s in _etcd_errors(etcd, lambda: default_loop().run(run()))}
+    if parsed is not None:
+        return [s for s in specs.values() if parsed.matches(shard_labels(s))]
+    missing = [s for s in shards if s not in specs]
+    if missing:
+        raise ValidationError(f'shard "{missing[0]}" is not a shard under consumer root "{root}"')
+    return [specs[s] for s in shards]
+
+
+def _run_with_journals(broker: str, etcd: str, fn: Any) -> Any:
+    """Runs `await fn(async journal client, etcd client)` on the facade loop, closing both."""
+    from gazette.client.aio import AsyncClient
+    from gazette.client.loop import default_loop
+    from gazette.keyspace.etcd import connect
+
+    async def run() -> Any:
+        journals, etcd_client = AsyncClient(broker), connect(etcd)
+        try:
+            return await fn(journals, etcd_client)
+        finally:
+            await journals.close()
+            await etcd_client.close()
+
+    return _etcd_errors(etcd, lambda: default_loop().run(run()))
+
+
+def _etcd_errors(etcd: str, fn: Any) -> Any:
+    """`fn()`, with etcd client failures turned into one-line GazetteErrors naming the endpoint."""
+    import aetcd
+
+    from gazette.protocol.errors import GazetteError
+    from gazette.protocol.status import Status
+
+    try:
+        return fn()
+    except aetcd.ClientError as exc:
+        raise GazetteError(Status.OK, f"etcd at {etcd}: {exc}") from None
+
+
+@shards_app.command("recover")
+def shards_recover(
+    shard: str = typer.Option(..., "--shard", "--id", help="Shard id."),
+    directory: Path = typer.Option(..., "--dir", help="A new or empty directory to play the log into."),
+    etcd: str | None = EtcdOpt,
+    root: str | None = RootOpt,
+    broker: str = BrokerOpt,
+    output: Output = typer.Option(Output.table, "-o", "--output"),
+) -> None:
+    """Play a shard's recovery log into a directory (from its stored hints) to inspect its store offline."""
+    from gazette.consumer.recoverylog.offline import check_empty_directory, recover_directory
+
+    (spec,) = _shard_specs(etcd, root, [shard], "", "recover")
+    check_empty_directory(str(directory))  # before any network call
+    assert etcd is not None
+
+    async def run(journals: AsyncClient, etcd_client: Any) -> Any:
+        return await recover_directory(journals, etcd_client, spec, str(directory))
+
+    got = _run_with_journals(broker, etcd, run)
+    if output != Output.table:
+        doc = {**dataclasses.asdict(got), "files": [{"path": p, "bytes": n} for p, n in got.files]}
+        print(
+            json.dumps(doc, indent=2) if output == Output.json else yaml.safe_dump(doc, sort_keys=False),
+            end="\n" if output == Output.json else "",
+        )
+        return
+    hints = f"hints {got.hints_key}" if got.hints_key else "no stored hints"
+    console.print(
+        f"recovered shard {got.shard} from {got.log} [{got.start_offset}, {got.end_offset}) ({hints}): "
+        f"{got.applied} operations applied, {got.skipped} skipped, {len(got.files)} file(s) in {got.directory}",
+        soft_wrap=True, markup=False,
+    )  # fmt: skip
+    _table([{"file": p, "bytes": n} for p, n in got.files], ["file", "bytes"])
+
+
+@shards_app.command("prune")
+def shards_prune(
+    shards: list[str] = typer.Option([], "--shard", "--id", help="Shard id (repeatable; or select with -l)."),
+    selector: str = typer.Option(
+        "", "-l", "--selector", help="Prune the recovery logs of the shards this selects."
+    ),
+    dry_run: bool = typer.Option(False, "--dry-run", help="Print what would be removed, remove nothing."),
+    etcd: str | None = EtcdOpt,
+    root: str | None = RootOpt,
+    broker: str = BrokerOpt,
+) -> None:
+    """Delete recovery-log fragments that no stored hints (primary or backup) need any more."""
+    from gazette.consumer.recoverylog.prune import LogPrune, prune_recovery_log
+
+    if bool(shards) == bool(selector):
+        raise ValidationError("prune takes --shard ids or a selector (-l), exactly one of the two")
+    specs = _shard_specs(etcd, root, shards, selector, "prune")
+    if selector:
+        specs = [s for s in specs if s.recovery_log_prefix]
+    assert etcd is not None
+
+    async def run(journals: AsyncClient, etcd_client: Any) -> list[LogPrune]:
+        return [await prune_recovery_log(journals, etcd_client, s, dry_run=dry_run) for s in specs]
+
+    total = 0
+    for result in _run_with_journals(broker, etcd, run):
+        needed = result.needed
+        if needed.offset is None or needed.offset == 0:
+            console.print(f"{result.log}: nothing to prune: {needed.reason}", soft_wrap=True, markup=False)
+            continue
+        console.print(
+            f"{result.log}: hints need offset {needed.offset} onward ({needed.hints_key})",
+            soft_wrap=True, markup=False,
+        )  # fmt: skip
+        for f in result.removed:
+            console.print(
+                f"  {'would remove' if dry_run else 'removed'} [{f.begin}, {f.end}) {f.backing_store}{f.content_path}",
+                soft_wrap=True, markup=False,
+            )  # fmt: skip
+        total += len(result.removed)
+    console.print(f"{total} fragment(s) {'to prune' if dry_run else 'pruned'}")
 
 
 @consumer_app.command("run")

@@ -6,25 +6,35 @@ guard Gazette's CLI lacks). Removed objects leave the brokers' indices at their 
 from __future__ import annotations
 
 import time
+from collections.abc import Iterable
 
 from gazette.client.sync import Client
 from gazette.fragment.fragment import Fragment
 from gazette.fragment.stores import get_store
 
 
-def prune_journals(client: Client, selector: str = "", *, dry_run: bool = False, now: float | None = None) -> list[Fragment]:
+def remove_fragments(fragments: Iterable[Fragment], *, dry_run: bool = False) -> list[Fragment]:
+    """Deletes each persisted fragment from its backing store (spooled-only ones are passed over);
+    returns those removed (or, with `dry_run`, those that would be). Blocks: call from a thread."""
+    removed: list[Fragment] = []
+    for frag in fragments:
+        if not frag.backing_store or not frag.mod_time:
+            continue  # still only spooled
+        if not dry_run:
+            get_store(frag.backing_store).remove(frag.content_path)
+        removed.append(frag)
+    return removed
+
+
+def prune_journals(
+    client: Client, selector: str = "", *, dry_run: bool = False, now: float | None = None
+) -> list[Fragment]:
     now = time.time() if now is None else now
     removed: list[Fragment] = []
     for info in client.list_journals(selector):
         retention = info.spec.retention
         if retention <= 0:
             continue
-        for frag in client.list_fragments(info.spec.name):
-            if not frag.backing_store or not frag.mod_time:
-                continue  # still only spooled
-            if now - frag.mod_time < retention:
-                continue
-            if not dry_run:
-                get_store(frag.backing_store).remove(frag.content_path)
-            removed.append(frag)
+        expired = (f for f in client.list_fragments(info.spec.name) if now - f.mod_time >= retention)
+        removed += remove_fragments(expired, dry_run=dry_run)
     return removed

@@ -3,17 +3,22 @@
 `shards` and `stat` from a cell.
 
 Results are `Table`s (HTML in notebooks, plain text elsewhere); errors print as one readable line.
+`read --block` prints lines as they arrive (the read runs on the client's loop thread, so it works
+while the kernel's own loop runs) until `--timeout` seconds pass or the cell is interrupted.
 """
 
 from __future__ import annotations
 
 import argparse
+import asyncio
 import atexit
 import dataclasses
 import html
+import queue
 import shlex
 import sys
 import threading
+import time
 from collections.abc import Sequence
 from typing import Any
 
@@ -40,6 +45,7 @@ COMMANDS = (
     "stat",
 )
 STAT_TIMEOUT_S = 30.0
+BLOCK_POLL_S = 0.1  # a blocking read's printer wakes this often, so Ctrl-C (an interrupt) is seen
 
 
 class NotebookError(ValueError):
@@ -101,6 +107,8 @@ def _parser(command: str) -> _Parser:
         p.add_argument("--offset", type=int, default=0)
         p.add_argument("--tail", type=int, default=None)
         p.add_argument("--committed", action="store_true")
+        p.add_argument("--block", action="store_true")
+        p.add_argument("--timeout", type=float, default=None)
     elif command in ("fragments", "flush"):
         p.add_argument("journal")
     elif command == "shards":
@@ -270,11 +278,15 @@ class GazetteMagics(Magics):
         ends = [f.result().end for f in futures]
         return Table(["journal", "messages", "end"], [[ns.journal, len(messages), max(ends, default=0)]])
 
-    def _cmd_read(self, ns: argparse.Namespace, cell: str | None) -> Table:
+    def _cmd_read(self, ns: argparse.Namespace, cell: str | None) -> Table | str:
         if ns.offset < 0:
             raise NotebookError(f"%gazette read --offset {ns.offset}: must be >= 0")
         if ns.tail is not None and ns.tail < 1:
             raise NotebookError(f"%gazette read --tail {ns.tail}: must be >= 1")
+        if ns.timeout is not None and not ns.block:
+            raise NotebookError("%gazette read --timeout: only a blocking read (--block) has a timeout")
+        if ns.block:
+            return self._read_blocking(ns)
         rows: list[list[Any]]
         if ns.committed:
             from gazette.message.reader import ReadCommitted
@@ -294,6 +306,44 @@ class GazetteMagics(Magics):
         if ns.tail is not None:
             rows = rows[-ns.tail :]
         return Table(["offset", "content"], rows)
+
+    def _read_blocking(self, ns: argparse.Namespace) -> str:
+        """Prints each line of `ns.journal` from `ns.offset` as it is appended, until `ns.timeout`
+        seconds pass (forever without one) or an interrupt; returns a one-line summary."""
+        if ns.timeout is not None and ns.timeout <= 0:
+            raise NotebookError(f"%gazette read --timeout {ns.timeout:g}: must be > 0 seconds")
+        if ns.committed or ns.tail is not None:
+            raise NotebookError(
+                "%gazette read --block prints raw lines: it takes --offset, not --committed or --tail"
+            )
+        client = self.client
+        chunks: queue.SimpleQueue[Any] = queue.SimpleQueue()
+        done = object()
+
+        async def pump() -> None:
+            try:
+                async with asyncio.timeout(ns.timeout):
+                    async for chunk in client.aio.read(ns.journal, ns.offset, block=True):
+                        chunks.put(chunk)
+            except TimeoutError:
+                pass
+            except Exception as err:  # handed to the printer, which raises it in the cell
+                chunks.put(err)
+            finally:
+                chunks.put(done)
+
+        future = asyncio.run_coroutine_threadsafe(pump(), _loop_of(client))
+        started, printed = time.monotonic(), _Printed(ns.offset)
+        how = f"stopped after {ns.timeout:g} s" if ns.timeout is not None else "stopped"
+        try:
+            printed.drain(chunks, done)  # a function: an interrupt anywhere in its loop lands here
+        except KeyboardInterrupt:
+            how = f"interrupted after {time.monotonic() - started:.1f} s"
+        finally:
+            future.cancel()
+        printed.finish()
+        lines, at = printed.lines, printed.at
+        return f"{ns.journal}: {lines} line(s) from offset {ns.offset} to {at}; {how}"
 
     def _cmd_fragments(self, ns: argparse.Namespace, cell: str | None) -> Table:
         rows = [
@@ -322,6 +372,37 @@ class GazetteMagics(Magics):
         return Table(["begin", "end", "store"], rows)
 
 
+@dataclasses.dataclass
+class _Printed:
+    """A blocking read's printer: whole lines as they arrive, each after its offset."""
+
+    at: int  # the offset of the next line
+    lines: int = 0
+    partial: bytes = b""
+
+    def drain(self, chunks: queue.SimpleQueue[Any], done: object) -> None:
+        """Prints chunks until `done` (raising an exception put in its place)."""
+        while True:
+            try:
+                item = chunks.get(timeout=BLOCK_POLL_S)
+            except queue.Empty:
+                item = None
+            if item is done:
+                return
+            if isinstance(item, BaseException):
+                raise item
+            if item is not None:
+                *complete, self.partial = (self.partial + item.content).split(b"\n")
+                for line in complete:
+                    print(f"{self.at}\t{line.decode(errors='replace')}", flush=True)
+                    self.at += len(line) + 1
+                    self.lines += 1
+
+    def finish(self) -> None:
+        if self.partial:
+            print(f"{self.at}\t{self.partial.decode(errors='replace')} (partial line)", flush=True)
+
+
 def _labels(spec: Any) -> str:
     labels = getattr(spec, "labels", None)
     return "" if labels is None else ",".join(f"{k}={v}" for k, v in labels)
@@ -331,6 +412,14 @@ def _strip_meta(message: Any) -> Any:
     if isinstance(message, dict) and "_meta" in message:
         return {k: v for k, v in message.items() if k != "_meta"}
     return message
+
+
+def _loop_of(client: Any) -> asyncio.AbstractEventLoop:
+    """The event loop a sync Client's async core lives on (its LoopThread's)."""
+    from gazette.client.loop import default_loop
+
+    loop_thread = getattr(client, "_loop", None) or default_loop()
+    return loop_thread.loop  # type: ignore[no-any-return]
 
 
 def _at_exit(fn: Any) -> None:

@@ -1,5 +1,5 @@
-"""Live ipywidgets views: the cluster's journals (write heads, routes), one journal's fragments,
-a Sequencer's state and a shard's checkpoint.
+"""Live ipywidgets views: the cluster (brokers, journals' routes and write heads, shards' statuses,
+kept current by an etcd watch), one journal's fragments, a Sequencer's state and a shard's checkpoint.
 
 Each view has `refresh()` (one synchronous update), `start(interval_s)` (auto-refresh on a daemon
 thread, so the kernel never blocks) and `stop()` / `close()`, which end that thread before returning.
@@ -7,16 +7,21 @@ thread, so the kernel never blocks) and `stop()` / `close()`, which end that thr
 
 from __future__ import annotations
 
+import asyncio
 import html
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import ipywidgets as widgets
+from aetcd import rpc
+from aetcd.utils import prefix_range_end
 
 DEFAULT_INTERVAL_S = 1.0
 STOP_TIMEOUT_S = 10.0
+WATCH_START_TIMEOUT_S = 30.0
+DEFAULT_BROKER_ROOT = "/gazette/cluster"  # the brokers' (and LocalCluster's) default etcd root
 
 
 class _LiveView:
@@ -93,27 +98,189 @@ def _table(columns: Sequence[str], rows: Sequence[Sequence[Any]], css: str) -> s
     return f'<table class="{css}"><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>'
 
 
-class ClusterView(_LiveView):
-    """Journals of `client` (optionally matching `selector`) with routes, primaries and write heads.
+class _Watch:
+    """KeySpace mirrors of a broker root and (optionally) a consumer root, watched on the facade's
+    loop thread; `on_change` runs there after each applied batch and must not block."""
 
-    `journals` holds the last snapshot: {name: {"primary", "members", "write_head"}}.
+    def __init__(
+        self, etcd: str, root: str, consumer_root: str | None, on_change: Callable[[], None]
+    ) -> None:
+        from gazette.broker.resolver import decode_value as broker_decode
+        from gazette.client.loop import default_loop
+        from gazette.consumer.allocation import decode_value as consumer_decode
+        from gazette.keyspace.etcd import connect
+        from gazette.keyspace.keyspace import KeySpace
+
+        self.loop = default_loop()
+        self.tasks: list[asyncio.Task[None]] = []
+
+        async def start() -> tuple[Any, list[KeySpace]]:
+            client = connect(etcd)
+            spaces = [KeySpace(client, root, broker_decode(root))]
+            if consumer_root:
+                spaces.append(KeySpace(client, consumer_root, consumer_decode(consumer_root)))
+            try:
+                for ks in spaces:
+                    before = asyncio.all_tasks()
+                    await ks.start()
+                    self.tasks += [
+                        t for t in asyncio.all_tasks() - before if t.get_name() == f"keyspace watch {ks.root}"
+                    ]
+                    ks.add_observer(on_change)
+            except BaseException:
+                await asyncio.gather(*(ks.stop() for ks in spaces), return_exceptions=True)
+                await client.close()
+                raise
+            return client, spaces
+
+        self.etcd, spaces = self.loop.run(start(), timeout=WATCH_START_TIMEOUT_S)
+        self.brokers = spaces[0]
+        self.consumers = spaces[1] if consumer_root else None
+
+    @property
+    def running(self) -> bool:
+        return any(not t.done() for t in self.tasks)
+
+    def has_brokers(self) -> bool:
+        """Whether any broker is announced under the root (read on the loop thread)."""
+        from gazette.keyspace import layout
+
+        async def run() -> bool:
+            return bool(self.brokers.prefixed(layout.members_prefix(self.brokers.root)))
+
+        return self.loop.run(run())
+
+    def sync(self) -> None:
+        """Waits until each mirror holds every key as etcd has it now (deletes may lag)."""
+
+        async def run() -> None:
+            for ks in filter(None, (self.brokers, self.consumers)):
+                prefix = (ks.root + "/").encode()
+                await self.etcd.connect()
+                resp = await self.etcd.kvstub.Range(
+                    rpc.RangeRequest(
+                        key=prefix, range_end=prefix_range_end(prefix), limit=1, keys_only=True,
+                        sort_order=rpc.RangeRequest.DESCEND, sort_target=rpc.RangeRequest.MOD,
+                    ),
+                    timeout=WATCH_START_TIMEOUT_S,
+                    metadata=self.etcd.metadata,
+                )  # fmt: skip
+                if resp.kvs:
+                    await ks.wait_for_revision(resp.kvs[0].mod_revision, WATCH_START_TIMEOUT_S)
+
+        self.loop.run(run(), timeout=2 * WATCH_START_TIMEOUT_S)
+
+    def stop(self) -> None:
+        async def run() -> None:
+            for ks in filter(None, (self.brokers, self.consumers)):
+                await ks.stop()
+            await self.etcd.close()
+
+        self.loop.run(run(), timeout=STOP_TIMEOUT_S)
+
+
+class ClusterView(_LiveView):
+    """The cluster as etcd has it, updated live by a KeySpace watch: brokers (zone, suffix, endpoint),
+    journals (optionally matching `selector`) with routes, primaries and write heads, and the shards
+    of the consumer application under `consumer_root` with their replicas' statuses.
+
+    The watch needs etcd (`etcd`, default the client's) and the brokers' root (`root`, default
+    /gazette/cluster); it runs on the facade's loop thread, so the kernel never blocks, and `close()`
+    ends it. Write heads are read at `refresh()` (or every `auto_refresh_s`). Without etcd, or with
+    `watch=False`, the view polls the brokers' journal list instead (no brokers or shards).
+    Model fields: `brokers` {"zone#suffix": {"zone", "suffix", "endpoint"}}, `journals`
+    {name: {"primary", "members", "write_head"}}, `shards` {id: {"status", "primary", "replicas"}}.
     """
 
     def __init__(
-        self, client: Any, selector: str | None = None, *, auto_refresh_s: float | None = None
+        self,
+        client: Any,
+        selector: str | None = None,
+        *,
+        auto_refresh_s: float | None = None,
+        etcd: str | None = None,
+        root: str | None = None,
+        consumer_root: str | None = None,
+        watch: bool = True,
     ) -> None:
-        super().__init__("Gazette journals")
+        from gazette.protocol.selector import LabelSelector
+
+        super().__init__("Gazette cluster")
         self.client = client
         self.selector = selector
+        self._selector = LabelSelector.parse(selector or "").for_journals()
+        self.brokers: dict[str, dict[str, Any]] = {}
         self.journals: dict[str, dict[str, Any]] = {}
+        self.shards: dict[str, dict[str, Any]] = {}
+        self.updates = 0  # renders driven by the watch
+        self._heads: dict[str, int] = {}
+        self._model_lock = threading.Lock()  # never held while waiting on the loop thread
         self.count = widgets.IntText(value=0, description="journals", disabled=True)
-        self.widget.children = (*self.widget.children, self.count)
+        self.broker_count = widgets.IntText(value=0, description="brokers", disabled=True)
+        self.shard_count = widgets.IntText(value=0, description="shards", disabled=True)
+        self.brokers_body = widgets.HTML(value="")
+        self.shards_body = widgets.HTML(value="")
+        self.widget.children = (
+            self.title, self.status, self.broker_count, self.brokers_body, self.count, self.body,
+            self.shard_count, self.shards_body,
+        )  # fmt: skip
         self.widget.add_class("gazette-cluster-view")
+        etcd = etcd or getattr(client, "etcd", None)
+        self._watch: _Watch | None = None
+        self._note = ""
+        if watch and etcd:
+            self._watch = _Watch(etcd, root or DEFAULT_BROKER_ROOT, consumer_root, self._on_change)
+            if not self._watch.has_brokers():
+                if root is not None or consumer_root is not None:
+                    self._watch.stop()
+                    raise ValueError(
+                        f'ClusterView: no broker is announced under etcd root "{self._watch.brokers.root}"'
+                    )
+                self._watch.stop()  # the default root is not this cluster's: poll its brokers instead
+                self._watch = None
+                self._note = f"; no brokers under {DEFAULT_BROKER_ROOT} in etcd: pass root= to watch"
+        elif consumer_root:
+            raise ValueError(
+                f"ClusterView(consumer_root={consumer_root!r}) watches etcd: pass etcd= (an endpoint)"
+            )
         self.refresh()
         if auto_refresh_s:
             self.start(auto_refresh_s)
 
+    @property
+    def watching(self) -> bool:
+        """Whether the etcd watch is running (False after close(), or when polling)."""
+        return self._watch is not None and self._watch.running
+
+    @property
+    def watch_tasks(self) -> tuple[asyncio.Task[None], ...]:
+        """The asyncio tasks (on the facade's loop) watching etcd for this view."""
+        return tuple(self._watch.tasks) if self._watch is not None else ()
+
+    def _on_change(self) -> None:
+        self._render()
+        self.updates += 1
+
     def _snapshot(self) -> None:
+        if self._watch is None:
+            self._poll()
+            return
+        watch = self._watch
+        watch.sync()  # so what refresh() shows includes every change made before it
+
+        async def primaried() -> list[str]:  # the mirrors are read on their loop thread only
+            return [n for n, j in self._journals_of(watch.brokers).items() if j["primary"] is not None]
+
+        heads = {name: self.client.read_head(name) for name in watch.loop.run(primaried())}
+        with self._model_lock:
+            self._heads = heads
+
+        async def render() -> None:
+            self._render()
+
+        watch.loop.run(render())
+
+    def _poll(self) -> None:
         snap: dict[str, dict[str, Any]] = {}
         for info in self.client.list_journals(self.selector):
             primary = info.route.primary_id
@@ -122,13 +289,109 @@ class ClusterView(_LiveView):
                 "members": [suffix for _zone, suffix in info.route.members],
                 "write_head": self.client.read_head(info.spec.name) if primary else None,
             }
-        self.journals = snap
+        with self._model_lock:
+            self.journals = snap
+            self._show()
+
+    def _journals_of(self, ks: Any) -> dict[str, dict[str, Any]]:
+        from gazette.keyspace import layout
+        from gazette.protocol.selector import journal_labels
+
+        routes: dict[str, list[tuple[int, str]]] = {}
+        for kv in ks.prefixed(layout.assign_prefix(ks.root)):
+            try:
+                key = layout.parse_assignment_key(ks.root, kv.key)
+            except ValueError:
+                continue
+            routes.setdefault(key.item, []).append((key.slot, key.suffix))
+        out = {}
+        prefix = layout.items_prefix(ks.root)
+        for kv in ks.prefixed(prefix):
+            spec = kv.decoded
+            if not self._selector.matches(journal_labels(spec.labels, spec.name)):
+                continue
+            members = sorted(routes.get(spec.name, []))
+            primary = next((suffix for slot, suffix in members if slot == 0), None)
+            out[spec.name] = {"primary": primary, "members": [suffix for _slot, suffix in members]}
+        return out
+
+    def _render(self) -> None:
+        """Rebuilds the model from the mirrors (cheap, in memory: it runs on the loop thread too)."""
+        from gazette.consumer.status import ReplicaStatus
+        from gazette.keyspace import layout
+
+        watch = self._watch
+        if watch is None:
+            return
+        ks = watch.brokers
+        brokers = {}
+        for kv in ks.prefixed(layout.members_prefix(ks.root)):
+            try:
+                member = layout.parse_member_key(ks.root, kv.key)
+            except ValueError:
+                continue
+            brokers[f"{member.zone}#{member.suffix}"] = {
+                "zone": member.zone,
+                "suffix": member.suffix,
+                "endpoint": kv.decoded.process_spec.endpoint,
+            }
+        journals = self._journals_of(ks)
+        shards: dict[str, dict[str, Any]] = {}
+        cs = watch.consumers
+        if cs is not None:
+            replicas: dict[str, list[dict[str, Any]]] = {}
+            for kv in cs.prefixed(layout.assign_prefix(cs.root)):
+                try:
+                    key = layout.parse_assignment_key(cs.root, kv.key)
+                except ValueError:
+                    continue
+                status = kv.decoded if isinstance(kv.decoded, ReplicaStatus) else ReplicaStatus()
+                replicas.setdefault(key.item, []).append(
+                    {"zone": key.zone, "suffix": key.suffix, "slot": key.slot, "status": status.code.name}
+                )
+            prefix = layout.items_prefix(cs.root)
+            for kv in cs.prefixed(prefix):
+                shard_id = kv.key[len(prefix) :]
+                reps = sorted(replicas.get(shard_id, []), key=lambda r: r["slot"])
+                primary = next((r for r in reps if r["slot"] == 0), None)
+                shards[shard_id] = {
+                    "status": primary["status"] if primary else "",
+                    "primary": primary["suffix"] if primary else None,
+                    "replicas": reps,
+                }
+        with self._model_lock:
+            for name, j in journals.items():
+                j["write_head"] = self._heads.get(name)
+            self.brokers, self.journals, self.shards = brokers, journals, shards
+            self._show()
+
+    def _show(self) -> None:
+        snap = self.journals
         rows = [
             [n, j["primary"] or "-", ",".join(j["members"]), j["write_head"]] for n, j in sorted(snap.items())
         ]
         self.body.value = _table(["journal", "primary", "members", "write head"], rows, "gazette-journals")
         self.count.value = len(snap)
-        self.status.value = f"{len(snap)} journals"
+        brows = [[b["zone"], b["suffix"], b["endpoint"]] for _, b in sorted(self.brokers.items())]
+        self.brokers_body.value = _table(["zone", "suffix", "endpoint"], brows, "gazette-brokers")
+        self.broker_count.value = len(self.brokers)
+        srows = [
+            [i, s["status"] or "-", " ".join(f"{r['suffix']}:{r['status']}" for r in s["replicas"]) or "-"]
+            for i, s in sorted(self.shards.items())
+        ]
+        self.shards_body.value = _table(["shard", "status", "replicas"], srows, "gazette-shards")
+        self.shard_count.value = len(self.shards)
+        how = "watching etcd" if self._watch is not None else f"polling{self._note}"
+        self.status.value = (
+            f"{len(self.brokers)} brokers, {len(snap)} journals, {len(self.shards)} shards ({how})"
+        )
+
+    def close(self) -> None:
+        """Stops auto-refresh and the etcd watch (waiting for both to end), then closes the widget."""
+        super().stop()
+        if self._watch is not None:
+            self._watch.stop()
+        self.widget.close()
 
 
 class JournalView(_LiveView):

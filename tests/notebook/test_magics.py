@@ -2,6 +2,13 @@
 
 from __future__ import annotations
 
+import _thread
+import asyncio
+import io
+import sys
+import threading
+import time
+
 import orjson
 import pytest
 
@@ -75,6 +82,9 @@ def test_fragments_and_flush_persist(magics, journal) -> None:
         ("append tests/notebook/none", "TEXT"),
         ("shards", "no consumers"),
         ("stat", "the following arguments are required: shard"),
+        ("read tests/x --timeout 1", "only a blocking read (--block) has a timeout"),
+        ("read tests/x --block --timeout 0", "--timeout 0: must be > 0 seconds"),
+        ("read tests/x --block --committed", "takes --offset, not --committed or --tail"),
     ],
 )
 def test_bad_commands_raise_named_errors(magics, line, needle) -> None:
@@ -115,3 +125,69 @@ children:
     assert magics.run("flush tests/notebook/applied/a").column("store") == [magics.cluster.store]
     with pytest.raises(NotebookError, match="YAML in the cell body"):
         magics.run("apply")
+
+
+DEADLINE_S = 30.0
+BLOCK_TIMEOUT_S = 3.0
+
+
+class _Stdout(io.StringIO):
+    """Captures printed text and sets `seen` once `needle` was printed (so a helper thread can act
+    exactly when a blocking read is under way)."""
+
+    def __init__(self, needle: str) -> None:
+        super().__init__()
+        self.needle = needle
+        self.seen = threading.Event()
+
+    def write(self, text: str) -> int:
+        n = super().write(text)
+        if self.needle in self.getvalue():
+            self.seen.set()
+        return n
+
+
+def _when_seen(out: _Stdout, action) -> threading.Thread:
+    def run() -> None:
+        if out.seen.wait(DEADLINE_S):
+            action()
+
+    thread = threading.Thread(target=run, daemon=True)
+    thread.start()
+    return thread
+
+
+async def test_blocking_read_prints_arrivals_until_its_timeout(shell, magics, journal, monkeypatch) -> None:
+    asyncio.get_running_loop()  # this test's loop runs in this thread, as a kernel's does under a cell
+    client = magics.client
+    client.append(journal, b"first\n")
+    out = _Stdout("0\tfirst")
+    monkeypatch.setattr(sys, "stdout", out)
+    helper = _when_seen(out, lambda: client.append(journal, b"second\npart"))  # after the read began
+    started = time.monotonic()
+    summary = shell.run_line_magic("gazette", f"read {journal} --block --timeout {BLOCK_TIMEOUT_S:g}")
+    elapsed = time.monotonic() - started
+    helper.join(DEADLINE_S)
+    monkeypatch.undo()
+    assert out.getvalue().splitlines() == ["0\tfirst", "6\tsecond", "13\tpart (partial line)"]
+    assert summary == f"{journal}: 2 line(s) from offset 0 to 13; stopped after {BLOCK_TIMEOUT_S:g} s"
+    assert elapsed >= BLOCK_TIMEOUT_S  # it kept waiting at the head until the timeout
+    assert client.read_all(journal) == b"first\nsecond\npart"  # the next read is unaffected
+
+
+def test_blocking_read_stops_cleanly_on_an_interrupt(magics, journal, monkeypatch) -> None:
+    magics.client.append(journal, b"a\nb\n")
+    out = _Stdout("2\tb")
+    monkeypatch.setattr(sys, "stdout", out)
+    _when_seen(out, _thread.interrupt_main)  # Ctrl-C once both lines were printed
+    summary = magics.run(f"read {journal} --block --offset 0")  # no timeout: only the interrupt ends it
+    monkeypatch.undo()
+    assert out.getvalue().splitlines() == ["0\ta", "2\tb"]
+    assert summary.startswith(f"{journal}: 2 line(s) from offset 0 to 4; interrupted after ")
+
+
+def test_blocking_read_errors_print_one_line(shell, magics, capsys) -> None:
+    assert shell.run_line_magic("gazette", "read tests/notebook/missing-journal --block --timeout 5") is None
+    err = capsys.readouterr().err
+    assert err.startswith("gazette: ") and "JOURNAL_NOT_FOUND" in err
+    assert err.count("\n") == 1 and "Traceback" not in err

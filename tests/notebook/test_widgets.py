@@ -4,13 +4,16 @@ flushes; auto-refresh picks changes up on its own and stops cleanly."""
 from __future__ import annotations
 
 import time
+from typing import Any
 
 import pytest
 
+from gazette.consumer import Application, MemoryStore, ShardSpec
+from gazette.local.cluster import LocalCluster
 from gazette.message import Publisher, ReadCommitted
 from gazette.notebook import CheckpointView, ClusterView, JournalView, SequencerView
 
-DEADLINE_S = 20.0
+DEADLINE_S = 30.0
 
 
 def _wait_for(cond, what: str) -> None:
@@ -74,10 +77,10 @@ def test_cluster_view_sees_a_new_journal_and_its_write_head(magics, journal) -> 
     assert view.journals[journal]["primary"] == "broker-0"
     assert view.journals[journal]["write_head"] == 0
     client.append(journal, b"x\n")
+    count = view.count.value
     extra = journal + "-extra"
     client.apply_journals([magics.cluster.journal_spec(extra)])
     magics.cluster.wait_for_routes([extra])
-    count = view.count.value
     view.refresh()
     assert view.journals[journal]["write_head"] == 2
     assert extra in view.journals and view.count.value == count + 1
@@ -129,3 +132,87 @@ def test_shard_views_need_a_shard_id(magics) -> None:
 
     with pytest.raises(ValueError, match="needs the shard id"):
         SequencerView(NoShards())
+
+
+class _Idle(Application):
+    """Reads its sources and keeps nothing (a shard to show)."""
+
+    def new_store(self, shard: Any, recorder: Any) -> MemoryStore:
+        return MemoryStore()
+
+    def consume_message(self, shard: Any, store: Any, env: Any, pub: Any) -> None:
+        pass
+
+
+def test_cluster_view_follows_the_etcd_watch_without_refreshes(magics, journal) -> None:
+    cluster, client = magics.cluster, magics.client
+    group = cluster.run_consumer(_Idle(), [ShardSpec("nb-000", [journal], max_txn_duration="50ms")])
+    try:
+        view = ClusterView(
+            client, selector="prefix=tests/notebook/", root=cluster.root, consumer_root=group.root
+        )
+        assert view.watching and len(view.watch_tasks) == 2
+        b0 = cluster.brokers[0]
+        assert view.brokers == {
+            f"{b0.zone}#{b0.suffix}": {"zone": b0.zone, "suffix": b0.suffix, "endpoint": b0.endpoint}
+        }
+        assert view.broker_count.value == 1 and b0.endpoint in view.brokers_body.value
+        refreshes = view.refreshes
+
+        fresh = journal + "-watched"
+        client.apply_journals([cluster.journal_spec(fresh, labels={"team": "x"})])
+        _wait_for(
+            lambda: view.journals.get(fresh, {}).get("primary") == b0.suffix, "the new journal's primary"
+        )
+        assert view.journals[fresh]["members"] == [b0.suffix]
+        assert view.count.value == len(view.journals) and fresh in view.body.value
+        _wait_for(
+            lambda: view.shards.get("nb-000", {}).get("status") == "PRIMARY", "the shard's PRIMARY status"
+        )
+        (replica,) = view.shards["nb-000"]["replicas"]
+        assert (replica["slot"], replica["status"]) == (0, "PRIMARY")
+        assert view.shard_count.value == 1 and "nb-000" in view.shards_body.value
+
+        client.delete_journals([fresh])
+        group.apply([], deletes=["nb-000"])
+        _wait_for(lambda: fresh not in view.journals and not view.shards, "the deletions")
+        assert view.refreshes == refreshes and view.updates > 0  # the watch changed the model, not refresh()
+        tasks = view.watch_tasks
+        view.close()
+        assert not view.watching and all(t.done() for t in tasks)
+        client.apply_journals([cluster.journal_spec(fresh)])  # a closed view no longer follows etcd
+        cluster.wait_for_routes([fresh])
+        assert fresh not in view.journals
+        client.delete_journals([fresh])
+    finally:
+        group.close()
+
+
+def test_cluster_view_sees_a_killed_broker_leave(etcd, etcd_root, tmp_path) -> None:
+    with LocalCluster(
+        brokers=2, mode="subprocess", etcd=etcd.endpoint, root=f"{etcd_root}/brokers", lease_ttl_s=2,
+        data_dir=str(tmp_path / "cluster"),
+    ) as cluster:  # fmt: skip
+        client = cluster.client()
+        client.apply_journals([cluster.journal_spec("tests/notebook/killed", replication=2)])
+        cluster.wait_for_routes()
+        with pytest.raises(ValueError, match='no broker is announced under etcd root "/tests/nowhere"'):
+            ClusterView(client, root="/tests/nowhere")
+        polled = ClusterView(client)  # the default root is not this cluster's: it polls the brokers
+        assert not polled.watching and "pass root= to watch" in polled.status.value
+        assert polled.journals["tests/notebook/killed"]["write_head"] == 0
+        polled.close()
+        view = ClusterView(client, root=cluster.root)
+        assert sorted(b["suffix"] for b in view.brokers.values()) == ["broker-0", "broker-1"]
+        assert sorted(view.journals["tests/notebook/killed"]["members"]) == ["broker-0", "broker-1"]
+        cluster.kill_broker(1)
+        _wait_for(
+            lambda: (
+                [b["suffix"] for b in view.brokers.values()] == ["broker-0"]
+                and view.journals["tests/notebook/killed"]["members"] == ["broker-0"]
+            ),
+            "the killed broker to leave the view",
+        )
+        assert view.journals["tests/notebook/killed"]["primary"] == "broker-0"
+        view.close()
+        assert not view.watching
