@@ -14,6 +14,7 @@ from __future__ import annotations
 import os
 import random
 import sqlite3
+import threading
 import time
 from types import SimpleNamespace
 
@@ -79,52 +80,94 @@ def _placed(shards: list[ShardInfo]) -> bool:
     )
 
 
+CHUNKER_WORKERS = 4
+SOURCE_PARTITIONS = 8
+
+
+class _Publishing:
+    """Each chunker worker publishes its next `step` chunks (all with None) on its own thread."""
+
+    def __init__(self, chunkers: list[streamsum.Chunker], step: int | None) -> None:
+        self.errors: list[BaseException] = []
+        self.threads = [
+            threading.Thread(target=self._work, args=(ch, step), name=f"chunker-{i}") for i, ch in enumerate(chunkers)
+        ]
+        for t in self.threads:
+            t.start()
+
+    def _work(self, chunker: streamsum.Chunker, step: int | None) -> None:
+        try:
+            chunker.publish(step)
+        except BaseException as exc:  # raised by join()
+            self.errors.append(exc)
+
+    def join(self, timeout_s: float = 180.0) -> None:
+        for t in self.threads:
+            t.join(timeout=timeout_s)
+            assert not t.is_alive(), f"{t.name} still publishing after {timeout_s:.0f} s"
+        if self.errors:
+            raise self.errors[0]
+
+
 @pytest.mark.parametrize(
     "rounds",
     [
-        pytest.param(1, id="ci"),
+        pytest.param(2, id="ci"),
         pytest.param(20, id="soak", marks=[pytest.mark.soak, pytest.mark.timeout(3600)]),
     ],
 )
 def test_stream_sums_verify_through_summer_and_broker_sigkills(
     make_cluster, etcd_root, tmp_path, rounds: int
 ) -> None:
+    """Scenario 1: 4 chunker workers publish concurrently into 8 partitions while, one at a time, a
+    summer process holding primaries and a random broker (any of the three: clients fail over) are
+    SIGKILLed and restarted. Every stream's final sum verifies, exactly once."""
     seed = int(os.environ.get("GAZETTE_FAULT_SEED", time.time_ns() % 1_000_000))
     rng = random.Random(seed)
-    partitions = 4
     cluster = make_cluster(brokers=3)
     client = cluster.client()
     client.apply_journals(
         [
             cluster.journal_spec(j.name, replication=REPLICATION, labels=streamsum.JSON_LABELS)
-            for j in streamsum.journals(partitions)
+            for j in streamsum.journals(SOURCE_PARTITIONS)
         ]
     )
-    for j in streamsum.journals(partitions):
+    for j in streamsum.journals(SOURCE_PARTITIONS):
         wait_for_full_route(cluster, j.name)
     db_dir = str(tmp_path / "db")
     os.makedirs(db_dir)
     group = cluster.run_consumer(
         streamsum.Summer(db_dir),
-        streamsum.shards(partitions, hot_standbys=1, max_txn_duration="200ms"),
+        streamsum.shards(SOURCE_PARTITIONS, hot_standbys=1, max_txn_duration="200ms"),
         processes=2,
         root=f"{etcd_root}/consumers",
     )
-    group.wait_for(_placed, 90, "a PRIMARY and a STANDBY of every shard")
-    chunker = streamsum.Chunker(client, partitions, streams=24 * rounds, chunks=3, seed=seed)
-    step = max(1, chunker.remaining // (2 * rounds + 1))
-    report = [f"seed {seed}, {chunker.remaining} chunks"]
+    group.wait_for(_placed, 120, "a PRIMARY and a STANDBY of every shard")
+    chunkers = [
+        streamsum.Chunker(client, SOURCE_PARTITIONS, streams=8 * rounds, chunks=3, seed=seed * CHUNKER_WORKERS + i)
+        for i in range(CHUNKER_WORKERS)
+    ]
+    expected = {sid: want for ch in chunkers for sid, want in ch.expected.items()}
+    step = max(1, chunkers[0].remaining // (2 * rounds + 1))
+    report = [f"seed {seed}, {sum(ch.remaining for ch in chunkers)} chunks from {CHUNKER_WORKERS} workers"]
     promoted: list[str] = []
+    summer_kills = broker_kills = 0
+
+    def unconsumed() -> int:
+        """Chunks not yet published (so certainly not consumed) across the workers."""
+        return sum(ch.remaining for ch in chunkers)
+
     try:
         for n in range(rounds):
-            # A summer primary's process: SIGKILL while chunks remain; its standby takes over.
-            chunker.publish(step)
-            before = _replicas(group.wait_for(_placed, 90, "every shard placed"))
+            # A summer process holding primaries: SIGKILL while workers publish; standbys take over.
+            before = _replicas(group.wait_for(_placed, 120, "every shard placed"))
             victim = _member_of(
                 next(s for codes in before.values() for s, c in codes.items() if c == ReplicaCode.PRIMARY)
             )
-            assert chunker.remaining > 0
+            publishing = _Publishing(chunkers, step)
+            left = unconsumed()
             group.kill(victim)
+            summer_kills += left > 0
             standbys = {
                 sid: s for sid, codes in before.items() for s, c in codes.items() if c == ReplicaCode.STANDBY
             }
@@ -134,28 +177,33 @@ def test_stream_sums_verify_through_summer_and_broker_sigkills(
                 promoted[:] = [sid for sid, s in standbys.items() if now[sid].get(s) == ReplicaCode.PRIMARY]
                 return bool(promoted) and all(ReplicaCode.PRIMARY in codes.values() for codes in now.values())
 
-            group.wait_for(promotion, 90, "a standby to become PRIMARY")
-            say(report, f"round {n}: SIGKILL summer member {victim} with {chunker.remaining} chunks unpublished; "
-                        f"standbys promoted on {promoted}")  # fmt: skip
+            group.wait_for(promotion, 120, "a standby to become PRIMARY")
+            publishing.join()
+            say(report, f"round {n}: SIGKILL summer member {victim} with {left} chunks unpublished; "
+                        f"standbys promoted on {len(promoted)} shards")  # fmt: skip
             group.restart(victim)
 
-            # A broker (not broker 0, which the chunker's and the summers' clients dial): SIGKILL and restart.
-            chunker.publish(step)
-            assert chunker.remaining > 0
-            broker = rng.choice([1, 2])
+            # Any broker, broker 0 included (clients and summers fail over to the others).
+            publishing = _Publishing(chunkers, step)
+            left = unconsumed()
+            broker = rng.choice([0, 1, 2])
             cluster.kill_broker(broker)
-            cluster.restart_broker(broker)
-            for j in streamsum.journals(partitions):
+            broker_kills += left > 0
+            cluster.restart_broker(broker)  # R=3 on 3 brokers: appends wait for it to be back
+            publishing.join()
+            for j in streamsum.journals(SOURCE_PARTITIONS):
                 wait_for_full_route(cluster, j.name)
-            say(report, f"round {n}: SIGKILL broker-{broker} with {chunker.remaining} chunks unpublished")
-        chunker.publish()
-        sums = streamsum.verify(client, chunker.expected, timeout=120, list_shards=group.list_shards)
-        assert len(sums) == len(chunker.expected)
+            say(report, f"round {n}: SIGKILL broker-{broker} with {left} chunks unpublished")
+        _Publishing(chunkers, None).join()
+        sums = streamsum.verify(client, expected, timeout=180, list_shards=group.list_shards)
+        assert len(sums) == len(expected)
         say(report, f"{len(sums)} streams verified")
     except BaseException:
         print("\n".join(report))
         print(log_tails(cluster))
         raise
+    assert summer_kills >= 1 and broker_kills >= 1, report
+    assert promoted, "no standby was seen becoming PRIMARY"
 
 
 def _sums_rows(path: str) -> dict[str, tuple[int, str]]:
