@@ -98,6 +98,7 @@ class Consumer:
         self._wakeup = asyncio.Event()
         self._tasks: list[asyncio.Task[None]] = []
         self._background: set[asyncio.Task[None]] = set()
+        self._holding_view = False  # hold_etcd_view (a test hook)
 
     @property
     def id(self) -> tuple[str, str]:
@@ -176,7 +177,19 @@ class Consumer:
         await self.etcd.close()
         self.stopped.set()
 
+    def hold_etcd_view(self) -> None:
+        """Test hook (zombie scenarios): from now on this member acts on its current view of etcd,
+        applying no updates and ignoring the loss of its lease, so it believes it is still primary
+        of what it holds. Only the stores' fences can stop it. `gazette consumer run` wires it to
+        SIGUSR1 when GAZETTE_TEST_HOLD_VIEW_ON_SIGUSR1=1; nothing else calls it."""
+        log.warning("consumer %s: TEST HOOK: holding its etcd view (a zombie from now on)", self.suffix)
+        self._holding_view = True
+        self.ks.hold()
+
     def _on_lease_lost(self, reason: Exception) -> None:
+        if self._holding_view:
+            log.warning("consumer %s lost its etcd lease (%s); ignored: holding its etcd view", self.suffix, reason)
+            return
         log.error("consumer %s lost its etcd lease (%s); stopping", self.suffix, reason)
         if not self._stopping:
             self._spawn(self.stop(graceful=False), "stop after lease loss")

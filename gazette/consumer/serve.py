@@ -25,6 +25,7 @@ from gazette.consumer.consumer import Consumer
 from gazette.protocol.errors import ValidationError
 
 LEASE_LOST_EXIT_CODE = 3
+HOLD_VIEW_ENV = "GAZETTE_TEST_HOLD_VIEW_ON_SIGUSR1"  # a test hook: SIGUSR1 makes the member a zombie
 
 
 class ApplicationLoadError(ValidationError):
@@ -161,6 +162,8 @@ async def serve(consumer: Consumer) -> None:
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
+    if os.environ.get(HOLD_VIEW_ENV) == "1":  # zombie tests only: see Consumer.hold_etcd_view
+        loop.add_signal_handler(signal.SIGUSR1, consumer.hold_etcd_view)
     signalled = asyncio.ensure_future(stop.wait())
     stopped = asyncio.ensure_future(consumer.stopped.wait())  # by itself: its lease was lost
     await asyncio.wait({signalled, stopped}, return_when=asyncio.FIRST_COMPLETED)

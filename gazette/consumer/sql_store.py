@@ -29,6 +29,7 @@ _RESTORE = (  # bump the fence, or create the row at fence 1 (reference 7.6), in
     "ON CONFLICT (shard_fqn) DO UPDATE SET fence = gazette_checkpoints.fence + 1 RETURNING fence, checkpoint"
 )
 _COMMIT = "UPDATE gazette_checkpoints SET checkpoint = ? WHERE shard_fqn = ? AND fence = ?"
+_FENCE = "SELECT fence FROM gazette_checkpoints WHERE shard_fqn = ?"
 
 SQLConnection = Any  # sqlite3.Connection or psycopg.Connection: each driver's own API
 
@@ -91,9 +92,14 @@ class _SQLiteDialect:
             self.path = url
 
     def connect(self) -> SQLConnection:
-        return sqlite3.connect(
+        conn = sqlite3.connect(
             self.path, timeout=SQLITE_BUSY_TIMEOUT_S, isolation_level=None, check_same_thread=False
         )
+        if self.path != ":memory:":
+            # WAL: a reader never blocks a writer, so a stalled (SIGSTOPped, zombie) primary that
+            # has read in its open transaction cannot block its successor's restore and commits.
+            conn.execute("PRAGMA journal_mode=WAL")
+        return conn
 
     def in_transaction(self, conn: SQLConnection) -> bool:
         return bool(conn.in_transaction)
@@ -256,13 +262,21 @@ class SQLStore(Store):
     def execute(self, sql: str, params: Sequence[Any] | Mapping[str, Any] = ()) -> SQLCursor:
         """Runs `sql` (sqlite-style placeholders) in the shard transaction; returns the cursor."""
         conn = self.transaction()
-        if not params:
-            return conn.execute(self.dialect.statement(sql, None))  # type: ignore[no-any-return]
-        return conn.execute(self.dialect.statement(sql, params), params)  # type: ignore[no-any-return]
+        try:
+            if not params:
+                return conn.execute(self.dialect.statement(sql, None))  # type: ignore[no-any-return]
+            return conn.execute(self.dialect.statement(sql, params), params)  # type: ignore[no-any-return]
+        except Exception as exc:
+            self._raise_if_fenced(exc)
+            raise
 
     def executemany(self, sql: str, rows: Iterable[Sequence[Any] | Mapping[str, Any]]) -> SQLCursor:
         """Runs `sql` once per row of parameters in the shard transaction."""
-        return self.dialect.executemany(self.transaction(), sql, list(rows))
+        try:
+            return self.dialect.executemany(self.transaction(), sql, list(rows))
+        except Exception as exc:
+            self._raise_if_fenced(exc)
+            raise
 
     # ---- Store
 
@@ -300,6 +314,12 @@ class SQLStore(Store):
                     "(it was updated by a new primary)"
                 )
             conn.execute("COMMIT")
+        except FencingError:
+            self._rollback()
+            raise
+        except Exception as exc:
+            self._raise_if_fenced(exc)
+            raise
         except BaseException:
             self._rollback()
             raise
@@ -314,6 +334,25 @@ class SQLStore(Store):
 
     def _run(self, sql: str, params: Sequence[Any]) -> SQLCursor:
         return self.conn.execute(self.dialect.statement(sql, params), params)  # type: ignore[no-any-return]
+
+    def _raise_if_fenced(self, exc: Exception) -> None:
+        """After a failed statement: rolls back, and if a new primary moved the fence meanwhile
+        raises FencingError (the failure is the deposition showing, e.g. sqlite refusing a write
+        from a transaction whose snapshot a successor's commit made stale)."""
+        self._rollback()
+        if self.fence is None:
+            return
+        try:
+            row = self._run(_FENCE, (self.shard_fqn,)).fetchone()
+        except Exception:
+            return  # the database is unreachable: the original error says more
+        finally:
+            self._rollback()
+        if row is not None and int(row[0]) != self.fence:
+            raise FencingError(
+                f"shard {self.shard_fqn}: its store's fence is no longer {self.fence} (now {int(row[0])}: a new "
+                f"primary took over), so this transaction was refused ({type(exc).__name__}: {exc})"
+            ) from exc
 
     def _rollback(self) -> None:
         if self.dialect.can_rollback(self.conn):

@@ -17,13 +17,17 @@ from typing import Any
 
 from gazette.client.sync import Client
 from gazette.consumer import Application, ReplicaCode, Shard, ShardInfo, ShardSpec, SQLStore
+from gazette.consumer.json_store import JSONFileStore
 from gazette.consumer.store import Store
 from gazette.message import Envelope, Publisher, ReadCommitted
 from gazette.protocol.spec import JournalSpec
+from gazette.protocol.validate import CONTENT_TYPE_RECOVERY_LOG
 
 CHUNKS_PREFIX = "examples/stream-sum/chunks/part-"
 SUMS_JOURNAL = "examples/stream-sum/sums"
+RECOVERY_PREFIX = "examples/stream-sum/recovery"
 JSON_LABELS = {"content-type": "application/x-ndjson"}
+RECOVERY_LABELS = {"content-type": CONTENT_TYPE_RECOVERY_LOG}
 CHUNK_DATA_BYTES = 32
 VERIFY_POLL_INTERVAL_S = 0.05
 
@@ -65,23 +69,43 @@ def partition_of(stream_id: str, partitions: int) -> int:
     return int(stream_id, 16) % partitions
 
 
-def journals(partitions: int, replication: int = 1) -> list[JournalSpec]:
+def journals(partitions: int, replication: int = 1, recovery_logs: bool = False) -> list[JournalSpec]:
+    """The chunk partitions and the sums journal (and, for JSONSummer, each shard's recovery log)."""
     specs = [
         JournalSpec(name=chunks_journal(i), replication=replication, labels=JSON_LABELS)
         for i in range(partitions)
     ]
     specs.append(JournalSpec(name=SUMS_JOURNAL, replication=replication, labels=JSON_LABELS))
+    if recovery_logs:
+        specs.extend(
+            JournalSpec(name=f"{RECOVERY_PREFIX}/{shard_id(i)}", replication=replication, labels=RECOVERY_LABELS)
+            for i in range(partitions)
+        )
     return specs
 
 
-def shards(partitions: int, hot_standbys: int = 1, max_txn_duration: str = "1s") -> list[ShardSpec]:
-    """One summer shard per chunk partition (reference: hot_standbys 1, max txn 1 s)."""
+def shard_id(i: int) -> str:
+    return f"summer-{i:03d}"
+
+
+def shards(
+    partitions: int,
+    hot_standbys: int = 1,
+    max_txn_duration: str = "1s",
+    hint_prefix: str = "",
+    min_txn_duration: str = "0s",
+) -> list[ShardSpec]:
+    """One summer shard per chunk partition (reference: hot_standbys 1, max txn 1 s). With a
+    `hint_prefix` (an etcd path) each shard records to its recovery log, as JSONSummer needs."""
     return [
         ShardSpec(
-            f"summer-{i:03d}",
+            shard_id(i),
             [chunks_journal(i)],
             max_txn_duration=max_txn_duration,
+            min_txn_duration=min_txn_duration,
             hot_standbys=hot_standbys,
+            recovery_log_prefix=RECOVERY_PREFIX if hint_prefix else "",
+            hint_prefix=hint_prefix,
         )
         for i in range(partitions)
     ]
@@ -150,12 +174,41 @@ class SumStore(SQLStore):
         )
         self.changed: dict[str, tuple[int, int]] = {}
 
-    def state(self, stream_id: str) -> tuple[int, int]:
+    def state_of(self, stream_id: str) -> tuple[int, int]:
         """(last seq, running crc) of a stream; (0, 0) for a new one."""
         if stream_id in self.changed:
             return self.changed[stream_id]
         row = self.execute("SELECT seq, crc FROM sums WHERE id = ?", (stream_id,)).fetchone()
         return (int(row[0]), int(row[1], 16)) if row else (0, 0)
+
+    def save_changed(self) -> None:
+        """Writes this transaction's changed streams into `sums` (committed with the checkpoint)."""
+        self.executemany(
+            "INSERT INTO sums (id, seq, crc) VALUES (?, ?, ?) "
+            "ON CONFLICT (id) DO UPDATE SET seq = excluded.seq, crc = excluded.crc",
+            [(sid, seq, f"{crc:016x}") for sid, (seq, crc) in self.changed.items()],
+        )
+        self.changed.clear()
+
+
+class JSONSumStore(JSONFileStore):
+    """The same per-stream state as SumStore, as `{id: [seq, crc hex]}` in a JSONFileStore on the
+    shard's recovery log (fenced by the log's author register instead of a fence column)."""
+
+    def __init__(self, recorder: Any) -> None:
+        super().__init__(recorder)
+        self.changed: dict[str, tuple[int, int]] = {}
+
+    def state_of(self, stream_id: str) -> tuple[int, int]:
+        if stream_id in self.changed:
+            return self.changed[stream_id]
+        seq, crc = self.state.get(stream_id, (0, "0"))
+        return int(seq), int(crc, 16)
+
+    def save_changed(self) -> None:
+        for sid, (seq, crc) in self.changed.items():
+            self.state[sid] = [seq, f"{crc:016x}"]
+        self.changed.clear()
 
 
 class Summer(Application):
@@ -172,10 +225,10 @@ class Summer(Application):
     def consume_message(self, shard: Shard, store: Store, env: Envelope, pub: Publisher) -> None:
         if env.is_ack:
             return
-        assert isinstance(store, SumStore)
+        assert isinstance(store, SumStore | JSONSumStore)
         chunk = env.message
         sid, seq = chunk["id"], int(chunk["seq"])
-        last, crc = store.state(sid)
+        last, crc = store.state_of(sid)
         if seq != last + 1:
             kind = "repeated" if seq <= last else "skipped"
             raise SequenceError(
@@ -190,13 +243,19 @@ class Summer(Application):
         store.changed[sid] = (seq, crc)
 
     def finalize_txn(self, shard: Shard, store: Store, pub: Publisher) -> None:
-        assert isinstance(store, SumStore)
-        store.executemany(
-            "INSERT INTO sums (id, seq, crc) VALUES (?, ?, ?) "
-            "ON CONFLICT (id) DO UPDATE SET seq = excluded.seq, crc = excluded.crc",
-            [(sid, seq, f"{crc:016x}") for sid, (seq, crc) in store.changed.items()],
-        )
-        store.changed.clear()
+        assert isinstance(store, SumStore | JSONSumStore)
+        store.save_changed()
+
+
+class JSONSummer(Summer):
+    """Summer whose state lives in a JSONFileStore on each shard's recovery log (give its shards a
+    `recovery_log_prefix` and `hint_prefix`: `shards(..., recovery_logs=True)`)."""
+
+    def __init__(self, output: str = SUMS_JOURNAL) -> None:
+        super().__init__("", output)
+
+    def new_store(self, shard: Shard, recorder: Any) -> Store:
+        return JSONSumStore(recorder)
 
 
 class VerificationError(AssertionError):

@@ -91,6 +91,19 @@ class KeySpace:
         self._next_revision = 0  # the watch resumes here: everything before it has been received
         self._failures = 0  # consecutive failed watch attempts
         self._task: asyncio.Task[None] | None = None
+        self._withheld: list[Any] | None = None  # watch responses held back (a test hook)
+
+    def hold(self) -> None:
+        """Test hook: stop applying watch updates (they are kept, in order, until `release`), so
+        this process keeps acting on a stale view, as a partitioned or stalled member would."""
+        if self._withheld is None:
+            self._withheld = []
+
+    def release(self) -> None:
+        """Applies what `hold` kept back and resumes applying updates."""
+        withheld, self._withheld = self._withheld, None
+        if withheld:
+            self._apply(withheld)
 
     # ---- reading
 
@@ -320,6 +333,9 @@ class KeySpace:
 
     def _apply(self, responses: list[Any]) -> None:
         """Applies watch responses in order, then notifies; no await, so the batch is atomic."""
+        if self._withheld is not None:
+            self._withheld.extend(responses)
+            return
         kvs, keys = self._kvs, self._keys
         revision = self.revision
         added: list[str] = []

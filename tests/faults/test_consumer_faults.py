@@ -3,25 +3,28 @@
 Scenario 3 (a crash between the store commit and its ACK appends; recovery re-publishes the ACK
 intents, read-committed readers see the outputs once) is covered in process by
 tests/consumer/test_consumer.py::test_word_count_exactly_once_through_a_crash_between_commit_and_acks.
-Here: 4, a SIGKILL in the middle of a transaction rolls its published outputs back; 1, summers and
-brokers SIGKILLed while chunks remain, and every stream still verifies; 2, a SIGSTOPped primary whose
-store a successor took over (fence moved on) while etcd still names it primary: only the SQLStore
-fence refuses its next commit, and none of that transaction's effects become visible.
+Here: 4, a SIGKILL in the middle of a transaction rolls its published outputs back; 1, four chunker
+workers publish into 8 partitions while summer processes and brokers are SIGKILLed, and every stream
+still verifies; 2, a primary SIGSTOPped inside a transaction while its standby is promoted and
+commits, resumed believing it is still primary (the test hook holds its etcd view back): only its
+store's fence (SQLStore's fence column, or JSONFileStore's recovery-log author) refuses its commit.
 """
 
 from __future__ import annotations
 
 import os
 import random
+import signal
 import sqlite3
 import threading
 import time
-from types import SimpleNamespace
 
+import orjson
 import pytest
 from faults.harness import REPLICATION, log_tails, say, wait_for, wait_for_full_route
 
-from gazette.consumer import ReplicaCode, ShardInfo, ShardSpec, SQLStore
+from gazette.consumer import ReplicaCode, ShardInfo, ShardSpec
+from gazette.consumer.serve import HOLD_VIEW_ENV
 from gazette.examples import streamsum
 
 LONG_TXN = "600s"  # a transaction that stays open until the test kills its process
@@ -214,56 +217,84 @@ def _sums_rows(path: str) -> dict[str, tuple[int, str]]:
         conn.close()
 
 
-def test_a_stopped_primary_is_fenced_by_the_sql_store_of_its_successor(
-    make_cluster, etcd_root, tmp_path
+ZOMBIE_MIN_TXN = "8s"  # the zombie is stopped inside a transaction held open this long
+
+
+def _raw_sums(client, offset: int = 0) -> list[dict]:
+    """Every sum in the sums journal from `offset`, committed or not (what a raw reader sees; ACKs
+    are left out)."""
+    lines = client.read_all(streamsum.SUMS_JOURNAL, offset).splitlines()
+    return [msg for msg in map(orjson.loads, lines) if "id" in msg]
+
+
+@pytest.mark.parametrize("store", ["sql", "json"])
+def test_a_zombie_primary_is_fenced_by_its_store(
+    make_cluster, etcd_root, tmp_path, monkeypatch, store: str
 ) -> None:
+    """Scenario 2: the primary is SIGSTOPped inside a transaction, its hot standby is promoted,
+    recovers and commits; the old primary resumes believing it is still primary (its etcd view is
+    held back by the test hook), and only its store's fence (SQLStore's fence column, or the
+    recovery log's author register under JSONFileStore) refuses its commit. None of its effects
+    (store rows or state, published sums) become visible."""
+    monkeypatch.setenv(HOLD_VIEW_ENV, "1")  # inherited by the consumer processes
+    json_store = store == "json"
     cluster = make_cluster(brokers=1)
     client = cluster.client()
-    client.apply_journals(streamsum.journals(1))
+    client.apply_journals(streamsum.journals(1, recovery_logs=json_store))
     cluster.wait_for_routes()
     db_dir = str(tmp_path / "db")
     os.makedirs(db_dir)
-    group = cluster.run_consumer(
-        streamsum.Summer(db_dir),
-        streamsum.shards(1, hot_standbys=0, max_txn_duration="100ms"),
-        root=f"{etcd_root}/consumers",
-    )
-    group.wait_for_primaries()
+    app = streamsum.JSONSummer() if json_store else streamsum.Summer(db_dir)
+    (spec,) = streamsum.shards(
+        1, hot_standbys=1, hint_prefix=f"{etcd_root}/hints" if json_store else "",
+        min_txn_duration=ZOMBIE_MIN_TXN, max_txn_duration="60s",
+    )  # fmt: skip
+    group = cluster.run_consumer(app, [spec], processes=2, root=f"{etcd_root}/consumers")
+    (placed,) = group.wait_for(_placed, 120, "a PRIMARY and a STANDBY")
+    codes = _replicas([placed])[spec.id]
+    zombie = _member_of(next(s for s, c in codes.items() if c == ReplicaCode.PRIMARY))
+    successor_suffix = next(s for s, c in codes.items() if c == ReplicaCode.STANDBY)
+
     first = streamsum.Chunker(client, 1, streams=4, chunks=2, seed=1)
     first.publish()
-    streamsum.verify(client, first.expected, timeout=60, list_shards=group.list_shards)
+    streamsum.verify(client, first.expected, timeout=90, list_shards=group.list_shards)
     after_first = client.read_head(streamsum.SUMS_JOURNAL)
 
-    # SIGSTOP the primary; a successor opens its store and commits (the fence moves on) while etcd,
-    # unchanged, still names the stopped process primary (it resumes well within its lease).
-    db_path = os.path.join(db_dir, "summer-000.db")
-    cluster.pause_consumer(0)
-    try:
-        conn = sqlite3.connect(db_path)
-        try:
-            (fqn,) = conn.execute("SELECT shard_fqn FROM gazette_checkpoints").fetchone()
-        finally:
-            conn.close()
-        successor = SQLStore(SimpleNamespace(fqn=fqn), f"sqlite://{db_path}")
-        checkpoint = successor.restore_checkpoint(SimpleNamespace(fqn=fqn))
-        successor.start_commit(SimpleNamespace(fqn=fqn), checkpoint, []).result()
-        successor.destroy()
-        committed = _sums_rows(db_path)
-    finally:
-        cluster.resume_consumer(0)
-    assert set(committed) == set(first.expected)
-
+    # The primary opens a transaction over the second batch and publishes (uncommitted) sums.
     second = streamsum.Chunker(client, 1, streams=4, chunks=2, seed=2)
     second.publish()
-    (info,) = group.wait_for(
-        lambda shards: shards[0].primary is not None and shards[0].primary.status.code == ReplicaCode.FAILED,
-        60,
-        "the fenced primary to fail",
-    )
-    assert info.primary is not None
-    assert "FencingError" in info.primary.status.error
-    assert "fence is no longer" in info.primary.status.error
-    # None of the refused transaction's effects are visible: no store rows, no committed sums.
-    assert _sums_rows(db_path) == committed
-    assert streamsum.read_sums(client, offset=after_first) == []
-    assert streamsum.check(first.expected, streamsum.read_sums(client)) == len(first.expected)
+    wait_for("the primary's uncommitted sums of the second batch",
+             lambda: {s["id"] for s in _raw_sums(client, after_first)} >= set(second.expected))  # fmt: skip
+    zombie_log = group.members[zombie].log_path
+    os.kill(group.pid(zombie), signal.SIGUSR1)
+    wait_for("the primary to hold its etcd view", lambda: "TEST HOOK: holding" in open(zombie_log).read())
+    cluster.pause_consumer(zombie)
+    try:
+        # Its lease expires; the standby is promoted, recovers, and commits the second batch itself.
+        group.wait_for(
+            lambda shards: _replicas(shards)[spec.id].get(successor_suffix) == ReplicaCode.PRIMARY,
+            120, "the standby to become PRIMARY",
+        )  # fmt: skip
+        streamsum.verify(client, second.expected, offset=after_first, timeout=90, list_shards=group.list_shards)
+    finally:
+        cluster.resume_consumer(zombie)
+
+    # The zombie's transaction ends and its commit is refused by the fence.
+    fenced = "fence is no longer" if not json_store else "REGISTER_MISMATCH"
+    wait_for("the zombie's commit to fail with a fencing error",
+             lambda: "FencingError" in (text := open(zombie_log).read()) and fenced in text, 60)  # fmt: skip
+    # Nothing of the zombie's transaction is visible: every stream's sum is committed exactly once
+    # (the zombie's own sums of the second batch stay uncommitted in the journal), and the store
+    # holds the successor's state.
+    expected = first.expected | second.expected
+    raw_ids = [s["id"] for s in _raw_sums(client, after_first)]
+    assert all(raw_ids.count(sid) >= 2 for sid in second.expected)  # the zombie's and the successor's
+    assert streamsum.check(expected, streamsum.read_sums(client)) == len(expected)
+    third = streamsum.Chunker(client, 1, streams=4, chunks=2, seed=3)
+    third.publish()  # the successor carries on
+    streamsum.verify(client, expected | third.expected, timeout=90, list_shards=group.list_shards)
+    if not json_store:
+        rows = _sums_rows(os.path.join(db_dir, f"{spec.id}.db"))
+        assert {sid: seq for sid, (seq, _) in rows.items()} == {
+            sid: want["seq"] for sid, want in (expected | third.expected).items()
+        }
