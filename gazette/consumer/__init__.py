@@ -5,7 +5,7 @@ each primary runs the transaction loop, committing a checkpoint atomically with 
 appending ACK intents only after that commit. Imports client, message, allocator, keyspace, protocol.
 """
 
-from gazette.consumer.application import Application
+from gazette.consumer.application import Application, DeferToNextTransaction
 from gazette.consumer.client import (
     AsyncShardClient,
     ShardChange,
@@ -30,6 +30,7 @@ __all__ = [
     "Consumer",
     "ConsumerCheckpoint",
     "ConsumerGroup",
+    "DeferToNextTransaction",
     "FencingError",
     "Hooks",
     "JSONFileStore",

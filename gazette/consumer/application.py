@@ -19,11 +19,18 @@ if TYPE_CHECKING:
     from gazette.consumer.store import Store
 
 
+class DeferToNextTransaction(Exception):
+    """Raise from `consume_message` to end the current transaction before this envelope: it is
+    delivered again, first, in the next transaction (reference 7.1 ErrDeferToNextTransaction).
+    Raising it on a transaction's first envelope fails the shard (it would never progress)."""
+
+
 class Application:
     """Subclass and implement `new_store`, `consume_message` and (usually) `finalize_txn`."""
 
     def new_store(self, shard: Shard, recorder: Any) -> Store:
-        """The shard's Store (`recorder` is None: recovery logs are not supported yet)."""
+        """The shard's Store. `recorder` is the shard's recovery-log Recorder when its ShardSpec has
+        a recovery_log_prefix (build a JSONFileStore on it), else None."""
         raise NotImplementedError(f"{type(self).__name__}.new_store is not implemented")
 
     def new_message(self, spec: Any) -> Any:
@@ -31,7 +38,8 @@ class Application:
         return None
 
     def consume_message(self, shard: Shard, store: Store, env: Envelope, pub: Publisher) -> None:
-        """Applies one committed envelope to the store's transaction; may publish (uncommitted)."""
+        """Applies one committed envelope to the store's transaction; may publish (uncommitted), or
+        raise DeferToNextTransaction to leave it for the next transaction."""
         raise NotImplementedError(f"{type(self).__name__}.consume_message is not implemented")
 
     def finalize_txn(self, shard: Shard, store: Store, pub: Publisher) -> None:

@@ -375,7 +375,7 @@ class ShardService(pb_grpc.ShardServicer):
             proxied = pb.InspectRequest(shard=request.shard, header=self.header(proxied=True))
             return await self._proxy(context, self._stub(where.endpoint).Inspect, proxied)
         shard, txn = where.local
-        described = txn.sequencer.describe()
+        described = txn.describe_sequencer()
         return pb.InspectResponse(
             status=to_pb(Status.OK),
             header=self.header(),

@@ -7,6 +7,9 @@ Its checkpoint (read-through offsets, producer states, ACK intents) commits with
 pending append; the ACK intents are appended only after that commit (they depend on its future).
 On start, the restored checkpoint's ACK intents are appended again before anything is read.
 Progress (read-through, publish-at, recent timings) is what the Shard service's Stat and Inspect read.
+Sequencing and consuming run together on the shard's worker thread, one envelope at a time, so an
+application's DeferToNextTransaction leaves its envelope (and everything after it) undelivered: the
+checkpoint resumes at it. The shard's publisher clock moves to the wall time once per transaction.
 """
 
 from __future__ import annotations
@@ -21,11 +24,13 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from gazette.client.append_service import AppendFuture
+from gazette.consumer.application import DeferToNextTransaction
 from gazette.consumer.store import ConsumerCheckpoint, Store
 from gazette.message.envelope import Envelope
 from gazette.message.publisher import Publisher
 from gazette.message.reader import ReadUncommitted
 from gazette.message.sequencer import PRUNE_HORIZON_24H_S, QueueOutcome, Sequencer, prune_horizon_clock
+from gazette.message.uuid import Clock, clock_from_unix_ns
 from gazette.protocol.errors import GazetteError
 from gazette.protocol.status import Status
 
@@ -52,9 +57,11 @@ _COMMITS = frozenset(
 @dataclasses.dataclass
 class Hooks:
     """Fault-injection points for tests. `ack_gate(shard, checkpoint)` runs once a transaction's store
-    commit succeeded; returning False holds its ACK appends forever (a crash between commit and ACK)."""
+    commit succeeded; returning False holds its ACK appends forever (a crash between commit and ACK).
+    `publish_clock_delta_s` shifts the shard clock (reference 7.4 PublishClockDelta)."""
 
     ack_gate: Callable[[Shard, ConsumerCheckpoint], bool] | None = None
+    publish_clock_delta_s: float = 0.0  # added to the shard clock's time at each transaction's start
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -68,6 +75,17 @@ class TxnTiming:
     consume_s: float
     commit_s: float
     ack_s: float
+
+
+@dataclasses.dataclass
+class _Chunk:
+    """A decoded read chunk being sequenced: `next` is the index of its next envelope to queue;
+    `stepping` means the sequencer is mid-dequeue (step() before queueing more)."""
+
+    reader: ReadUncommitted
+    envs: list[Envelope]
+    next: int = 0
+    stepping: bool = False
 
 
 @dataclasses.dataclass
@@ -86,7 +104,8 @@ class _Txn:
     publish_at: dict[str, int] = dataclasses.field(default_factory=dict)
 
     async def wait(self) -> None:
-        await asyncio.wrap_future(self.commit)
+        # Shielded: cancelling this wait (the loop ending) must not cancel the store's commit future.
+        await asyncio.shield(asyncio.wrap_future(self.commit))
         self.committed = time.monotonic()
         for ack in self.acks:
             res = await ack
@@ -117,7 +136,10 @@ class TransactionLoop:
         self.sequencer = Sequencer.from_checkpoint(
             checkpoint.sequencer, ring_size=shard.spec.ring_buffer_size
         )
-        self.publisher = Publisher(shard.client, service=shard.service)
+        # The shard's clock (reference 7.4): its publisher never moves it; each transaction moves
+        # it to the wall time at its beginning (plus `hooks.publish_clock_delta_s`).
+        self.clock = Clock.now()
+        self.publisher = Publisher(shard.client, service=shard.service, clock=self.clock)
         self.transactions = 0  # committed and acknowledged
         self.last_committed = checkpoint  # the checkpoint of the last completed transaction
         self.publish_at: dict[str, int] = {}  # per journal, the end of this primary's last ACK append
@@ -129,11 +151,23 @@ class TransactionLoop:
         )
         self._get: asyncio.Task[Any] | None = None
         self._readers: list[asyncio.Task[None]] = []
+        self._carry: _Chunk | None = None  # a chunk a deferral interrupted: finished first next time
+        self._deferred: Envelope | None = None  # the envelope deferred to the next transaction
+        self._txn_messages = 0  # envelopes consumed by the open transaction (0: none open)
+        self._sequencing = False  # the worker thread is using the sequencer
+        self._described: dict[str, Any] = self.sequencer.describe()  # its last description
 
     async def in_worker(self, fn: Callable[..., T], *args: Any) -> T:
         return await asyncio.get_running_loop().run_in_executor(self.shard.worker, fn, *args)
 
     # ---- progress
+
+    def describe_sequencer(self) -> dict[str, Any]:
+        """The sequencer's `describe()` (for Inspect), from the loop thread: fresh unless the worker
+        thread is sequencing right now (an application may block it), then the last one taken."""
+        if not self._sequencing:
+            self._described = self.sequencer.describe()
+        return self._described
 
     async def wait_progress(self) -> None:
         """Returns once the shard's progress (`shard.read_through`, `publish_at`) changed or the loop
@@ -226,6 +260,7 @@ class TransactionLoop:
         spec = self.shard.spec
         prev_done: asyncio.Future[None] | None = asyncio.ensure_future(prev.wait()) if prev else None
         began: float | None = None
+        carry, self._carry = self._carry, None  # what the last transaction's deferral left: first
         began_at = began_mono = 0.0
         messages = 0
         min_at = max_at = 0.0
@@ -239,7 +274,7 @@ class TransactionLoop:
                     if began is None:
                         self._publish_idle_progress()
                 now = loop.time()
-                reading = began is None or now < max_at
+                reading = (began is None or now < max_at) and self._carry is None  # a deferral ends reading
                 if not reading:
                     if prev_done is not None:  # stalled: the previous commit must finish first
                         await asyncio.wait({prev_done})
@@ -251,7 +286,8 @@ class TransactionLoop:
                     or now < min_at
                     or (not spec.disable_wait_for_ack and self.sequencer.has_pending())
                 )
-                item = self._ready()
+                item = carry or self._ready()
+                carry = None
                 if item is None:
                     if not blocking:
                         break
@@ -263,18 +299,18 @@ class TransactionLoop:
                     continue
                 if isinstance(item, BaseException):
                     raise item
-                envs = await self._sequence(*item)
-                if not envs:
-                    if began is None and prev_done is None:
-                        self._publish_idle_progress()
-                    continue
-                if began is None:
-                    began = loop.time()
-                    began_at, began_mono = time.time(), time.monotonic()
+                chunk = item if isinstance(item, _Chunk) else _Chunk(*item)
+                started = (loop.time(), time.time(), time.monotonic())  # the txn began here if it had not
+                consumed, deferred = await self._consume_chunk(chunk)
+                if consumed and began is None:
+                    began, began_at, began_mono = started
                     min_at, max_at = began + spec.min_txn_duration, began + spec.max_txn_duration
-                    await self.in_worker(self.app.begin_txn, self.shard, self.store)
-                await self.in_worker(self._consume, envs)
-                messages += len(envs)
+                messages += consumed
+                if deferred:
+                    self._carry = chunk  # the next transaction starts with it
+                    continue
+                if not consumed and began is None and prev_done is None:
+                    self._publish_idle_progress()
         finally:
             if prev_done is not None and not prev_done.done():
                 prev_done.cancel()
@@ -283,32 +319,88 @@ class TransactionLoop:
         txn.consume_s = max(0.0, txn.commit_started - began_mono) if began is not None else 0.0
         return txn
 
-    async def _sequence(self, reader: ReadUncommitted, envs: list[Envelope]) -> list[Envelope]:
-        """The committed envelopes that queueing `envs` releases, replaying spans the ring lost."""
-        seq = self.sequencer
-        out: list[Envelope] = []
-        for env in envs:
-            outcome = seq.queue(env)
+    async def _consume_chunk(self, chunk: _Chunk) -> tuple[int, bool]:
+        """Sequences `chunk` and consumes what it commits, on the worker thread; reads a replay
+        range when the ring lost a span. Returns (envelopes consumed, whether one was deferred)."""
+        consumed = 0
+        while True:
+            self._sequencing = True
+            try:
+                n, stop = await self.in_worker(self._sequence_and_consume, chunk)
+            finally:
+                self._sequencing = False
+            consumed += n
+            if stop != "replay":
+                return consumed, stop == "defer"
+            journal, begin, end = self.sequencer.replay_range()
+            replay = ReadUncommitted(self.shard.client, journal, begin, end_offset=end, framing=chunk.reader.framing)
+            self.sequencer.start_replay([e async for e in replay])
+
+    def _sequence_and_consume(self, chunk: _Chunk) -> tuple[int, str]:  # on the worker thread
+        """Queues the chunk's envelopes and delivers each committed one, stopping for a replay read
+        ("replay"), a deferral ("defer"), or at the chunk's end ("done"). A deferred envelope is one
+        step() returned and that was not consumed: step() is not called again this transaction, so
+        the checkpoint resumes at it."""
+        consumed = 0
+        if self._deferred is not None:
+            deferred, self._deferred = self._deferred, None
+            if not self._deliver(deferred):
+                return consumed, "defer"
+            consumed += 1
+        if chunk.stepping:
+            n, done = self._step(chunk)
+            consumed += n
+            if not done:
+                return consumed, "defer"
+        envs = chunk.envs
+        while chunk.next < len(envs):
+            outcome = self.sequencer.queue(envs[chunk.next])
+            chunk.next += 1
             if outcome not in _COMMITS:
                 continue
+            chunk.stepping = True
             if outcome is QueueOutcome.ACK_COMMIT_REPLAY:
-                journal, begin, end = seq.replay_range()
-                replay = ReadUncommitted(
-                    self.shard.client, journal, begin, end_offset=end, framing=reader.framing
-                )
-                seq.start_replay([e async for e in replay])
-            while (committed := seq.step()) is not None:
-                out.append(committed)
-        return out
+                return consumed, "replay"
+            n, done = self._step(chunk)
+            consumed += n
+            if not done:
+                return consumed, "defer"
+        return consumed, "done"
 
-    def _consume(self, envs: list[Envelope]) -> None:  # on the worker thread
-        consume, shard, store, pub = self.app.consume_message, self.shard, self.store, self.publisher
-        for env in envs:
-            consume(shard, store, env, pub)
+    def _step(self, chunk: _Chunk) -> tuple[int, bool]:  # on the worker thread
+        """Delivers what the sequencer's dequeue releases; (how many, False if one was deferred)."""
+        n = 0
+        while (committed := self.sequencer.step()) is not None:
+            if not self._deliver(committed):
+                return n, False
+            n += 1
+        chunk.stepping = False
+        return n, True
+
+    def _deliver(self, env: Envelope) -> bool:  # on the worker thread
+        """consume_message of one committed envelope (opening the transaction on its first); False
+        when the application deferred it to the next transaction."""
+        if self._txn_messages == 0:
+            self.clock.update(clock_from_unix_ns(time.time_ns() + int(self.hooks.publish_clock_delta_s * 1e9)))
+            self.app.begin_txn(self.shard, self.store)
+        try:
+            self.app.consume_message(self.shard, self.store, env, self.publisher)
+        except DeferToNextTransaction:
+            if self._txn_messages == 0:
+                raise GazetteError(
+                    Status.OK,
+                    f"shard {self.shard.id}: consume_message deferred the first envelope of a transaction "
+                    f"({env.journal} offset {env.begin}); a transaction cannot begin with a deferral",
+                ) from None
+            self._deferred = env
+            return False
+        self._txn_messages += 1
+        return True
 
     async def _start_commit(self) -> _Txn:
         shard, store = self.shard, self.store
         commit_started = time.monotonic()
+        self._txn_messages = 0
         await self.in_worker(self.app.finalize_txn, shard, store, self.publisher)
         checkpoint = ConsumerCheckpoint(
             self.sequencer.checkpoint(prune_horizon_clock(PRUNE_HORIZON_24H_S)),
