@@ -91,3 +91,20 @@ def test_retry_schedule_and_jitter(file_store_url: str) -> None:
             assert 0.8 * base <= health._next_delay_s(failures) <= 1.2 * base
     health.healthy = True
     assert 0.8 * HEALTHY_RECHECK_S <= health._next_delay_s(0) <= 1.2 * HEALTHY_RECHECK_S
+
+
+async def test_another_brokers_payload_read_back_is_healthy_but_garbage_is_not(
+    file_store_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Brokers sharing a store race on the one health-check path: reading back another broker's
+    payload proves the round trip; reading back anything else is a broken store."""
+    store_type = type(get_store(file_store_url))
+    read_back = [b"gazette health check 0f5e-other-broker at 1.0\n"]
+    monkeypatch.setattr(store_type, "get", lambda self, path: read_back[0])
+    health = StoreHealth(file_store_url)
+    await health.check()
+    assert health.healthy and health.error is None
+    read_back[0] = b"\x00garbage"
+    await health.check()
+    assert not health.healthy
+    assert health.error is not None and "differing from the" in health.error
