@@ -34,14 +34,25 @@ soak: $(STAMP)
 protos: $(STAMP)
 	$(BIN)/python -m gazette.protocol.generate
 
+# The NATS JetStream peer needs Debian's nats-server: installed here when missing, if apt-get exists and
+# we are root; otherwise the bench carries on and its peer rows say "nats-server not installed".
+NATS_SERVER_CHECK = command -v nats-server >/dev/null || test -x /usr/sbin/nats-server || \
+	{ command -v apt-get >/dev/null && [ "$$(id -u)" = 0 ] && \
+	  { DEBIAN_FRONTEND=noninteractive apt-get install -y -q nats-server || \
+	    { apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q nats-server; }; }; } || \
+	echo "nats-server not installed (and not installable here): the bench's peer rows will say so"
+
 bench: $(STAMP)
+	@$(NATS_SERVER_CHECK)
 	$(BIN)/python -m bench
 
 bench-quick: $(STAMP)
+	@$(NATS_SERVER_CHECK)
 	$(BIN)/python -m bench --quick
 
+# Jupyter refuses to run as root (containers, CI) without --allow-root; LAB_ARGS adds more, e.g. --port=8890.
 lab: $(STAMP)
-	$(BIN)/jupyter lab notebooks/
+	$(BIN)/jupyter lab notebooks/ $(if $(filter 0,$(shell id -u)),--allow-root) $(LAB_ARGS)
 
 clean:
 	rm -rf $(VENV) build .pytest_cache .mypy_cache .ruff_cache

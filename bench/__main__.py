@@ -1,24 +1,155 @@
-"""`python -m bench [--quick] [--runs N]`: measures, prints the table, writes results.json and the README table."""
+"""`python -m bench [--quick] [--runs N] [--no-spark]`: every benchmark as one suite.
+
+Runs the broker, message, NATS peer, consumer, replication and Spark figures in turn, prints one
+table, writes bench/results.json and rewrites the README's table. A part that cannot run here (no
+nats-server, no bench/consumer.py) or fails leaves its rows with a note saying why; a failure also
+makes the exit status 1, after the results are written.
+"""
 
 from __future__ import annotations
 
 import argparse
 import dataclasses
+import importlib
+import os
+import sys
+import time
+import traceback
+from collections.abc import Callable
 from pathlib import Path
+from types import ModuleType
+from typing import Any
 
 from rich.console import Console
 
-from bench import messages, replication, report, runner
+from bench import messages, nats_peer, replication, report, runner, spark
+from bench.figures import Figure
 
 HERE = Path(__file__).resolve().parent
-TABLE_WIDTH = 120
+TABLE_WIDTH = 160
+CONSUMER_MODULE = "bench.consumer"
+CONSUMER_MISSING = "bench/consumer.py not present"
+SPARK_SKIPPED_QUICK = "skipped: --quick"
+SPARK_SKIPPED = "skipped: --no-spark"
+
+Log = Callable[[str], None]
+
+
+@dataclasses.dataclass
+class Part:
+    """One benchmark of the suite: its figures unmeasured (to carry notes) and how to measure them."""
+
+    name: str
+    unmeasured: Callable[[], dict[str, Figure]]
+    measure: Callable[[runner.Settings, Log], dict[str, Figure]] | None
+    skip_note: str | None = None  # set: not run, every row says this
+    settings: Any = None  # the part's own settings dataclass, recorded in results.json
+
+
+def _consumer_module() -> ModuleType | None:
+    try:
+        return importlib.import_module(CONSUMER_MODULE)
+    except ModuleNotFoundError as exc:
+        if exc.name != CONSUMER_MODULE:
+            raise
+        return None
+
+
+def _consumer_part(settings: runner.Settings) -> Part:
+    module = _consumer_module()
+    if module is None:
+        placeholder = Figure("cons_e2e", "Word count e2e exactly-once (bench/consumer.py)", messages.UNIT, True)
+        return Part("consumer", lambda: {placeholder.key: placeholder}, None, CONSUMER_MISSING)
+
+    def measure(settings: runner.Settings, log: Log) -> dict[str, Figure]:
+        return module.run(module.settings_for(settings), log)  # type: ignore[no-any-return]
+
+    return Part("consumer", module.consumer_figures, measure, settings=module.settings_for(settings))
+
+
+def parts(args: argparse.Namespace, settings: runner.Settings, spark_details: dict[str, Any]) -> list[Part]:
+    """The suite in table order. `spark_details` receives Spark's extra results (data, profiles)."""
+    message_settings = messages.settings_for(settings)
+    nats_settings = nats_peer.settings_for(settings.name, settings.runs)
+
+    spark_settings = spark.QUICK if args.quick else spark.FULL
+    if args.runs is not None:
+        spark_settings = dataclasses.replace(spark_settings, runs=args.runs)
+
+    def spark_measure(settings: runner.Settings, log: Log) -> dict[str, Figure]:
+        results = spark.run(spark_settings, log)
+        spark_details.update({k: v for k, v in results.items() if k != "readers"})
+        return spark.figures_of(results)
+
+    spark_skip = SPARK_SKIPPED if args.no_spark else SPARK_SKIPPED_QUICK if args.quick and not args.spark else None
+    return [
+        Part("broker", runner.journal_broker_figures, runner.run, settings=settings),
+        Part(
+            "messages",
+            messages.message_figures,
+            lambda s, log: messages.run(message_settings, log),
+            settings=message_settings,
+        ),
+        Part("nats peer", nats_peer.peer_figures, lambda s, log: nats_peer.run(nats_settings, log), settings=nats_settings),
+        _consumer_part(settings),
+        Part("replication", replication.replication_figures, replication.run, settings=settings),
+        Part(
+            "spark",
+            lambda: spark.spark_figures(spark_settings.shapes),
+            spark_measure,
+            spark_skip,
+            settings=spark_settings,
+        ),
+    ]
+
+
+def run_parts(
+    suite: list[Part], settings: runner.Settings, console: Console
+) -> tuple[dict[str, Figure], dict[str, str], dict[str, dict[str, Any]]]:
+    """Measures each part in turn; the figures in order, the notes of unmeasured ones, and per part
+    its status ("ok", "skipped", "failed"), seconds and note."""
+    figures: dict[str, Figure] = {}
+    notes: dict[str, str] = {}
+    status: dict[str, dict[str, Any]] = {}
+    for part in suite:
+        start = time.monotonic()
+        note = part.skip_note
+        state = "skipped" if note else "ok"
+        measured: dict[str, Figure] | None = None
+        if note is None and part.measure is not None:
+            console.rule(part.name)
+            try:
+                measured = part.measure(settings, console.log)
+            except nats_peer.NatsUnavailable as exc:
+                state, note = "skipped", str(exc)
+            except Exception as exc:  # the other parts still run; the exit status says it failed
+                console.log(f"{part.name} failed:\n{traceback.format_exc()}")
+                state, note = "failed", f"failed: {type(exc).__name__}: {exc}"
+        got = measured if measured is not None else part.unmeasured()
+        figures |= got
+        if note is not None:
+            notes |= {key: note for key in got}
+        seconds = time.monotonic() - start
+        status[part.name] = {"status": state, "seconds": round(seconds, 1), "note": note}
+        console.log(f"{part.name}: {state} in {seconds:.0f} s" + (f" ({note})" if note else ""))
+    return figures, notes, status
+
+
+def _versions() -> dict[str, str | None]:
+    binary = nats_peer.server_binary()
+    return {
+        "nats-server": nats_peer.server_version(binary) if binary else None,
+        "nats-py": report.package_version("nats-py"),
+        "pyspark": report.package_version("pyspark"),
+    }
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(prog="python -m bench", description=__doc__)
-    parser.add_argument("--quick", action="store_true", help="fewer and shorter runs (under 2 minutes)")
+    parser = argparse.ArgumentParser(prog="python -m bench", description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="fewer and shorter runs, no Spark (under 2 minutes)")
     parser.add_argument("--runs", type=int, help="override the number of runs (each figure is their median)")
     parser.add_argument("--no-spark", action="store_true", help="skip bench/spark.py (fragments_io vs spark.read.json)")
+    parser.add_argument("--spark", action="store_true", help="with --quick, run Spark's figures too")
     args = parser.parse_args()
     settings = runner.QUICK if args.quick else runner.FULL
     if args.runs is not None:
@@ -29,24 +160,30 @@ def main() -> None:
     console = Console()
     if not console.is_terminal:
         console.width = max(console.width, TABLE_WIDTH)  # piped or captured: don't wrap the table
+    started, load_at_start = time.monotonic(), os.getloadavg()
     console.log(
         f"bench ({settings.name}): {settings.runs} runs of {settings.append_mib} MiB per throughput figure "
-        f"and {settings.small_appends} small appends"
+        f"and {settings.small_appends} small appends; load average {load_at_start[0]:.1f} on {os.cpu_count()} CPUs"
     )
-    figures = runner.run(settings, log=console.log)
-    figures |= messages.run(messages.settings_for(settings), log=console.log)  # bench/messages.py
-    figures |= replication.run(settings, log=console.log)  # R=3 / R=1 / raw fan-out (bench/replication.py)
-    rows = report.rows_of(figures)
-    env = report.environment()
-    settings_json = dataclasses.asdict(settings)
-    report.print_table(rows, f"gazette-py bench ({settings.name}, median of {settings.runs} runs)", console)
-    report.write_json(HERE / "results.json", report.results_json(rows, env, settings_json))
+    spark_details: dict[str, Any] = {}
+    suite = parts(args, settings, spark_details)
+    figures, notes, status = run_parts(suite, settings, console)
+    rows = report.rows_of(figures, nats_peer.PEER_OF, notes, nats_peer.peer_figures())
+    env = report.environment(_versions())
+    env["machine"]["load_average_at_start"] = list(load_at_start)
+    settings_json: dict[str, Any] = {"name": settings.name, "runs": settings.runs}
+    for part in suite:
+        settings_json[part.name] = None if part.skip_note or part.settings is None else dataclasses.asdict(part.settings)
+    elapsed = time.monotonic() - started
+    report.print_table(rows, f"gazette-py bench ({settings.name}, each figure the median of its runs)", console)
+    extra = {"parts": status, "seconds": round(elapsed, 1), "spark": spark_details or None}
+    report.write_json(HERE / "results.json", report.results_json(rows, env, settings_json, **extra))
     report.update_readme(HERE / "README.md", rows, env, settings_json)
-    console.log(f"wrote {HERE / 'results.json'} and the table in {HERE / 'README.md'}")
-    if not args.no_spark:  # fragments_io's benchmark: its own table and bench/spark_results.json
-        from bench import spark
-
-        spark.main(["--quick"] if args.quick else [], console)
+    console.log(f"wrote {HERE / 'results.json'} and the table in {HERE / 'README.md'} after {elapsed:.0f} s")
+    failed = [name for name, s in status.items() if s["status"] == "failed"]
+    if failed:
+        console.log(f"failed: {', '.join(failed)} (see above)")
+        sys.exit(1)
 
 
 if __name__ == "__main__":

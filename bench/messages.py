@@ -55,8 +55,8 @@ class Settings:
     messages: int  # per journal and figure
 
 
-QUICK = Settings("quick", runs=5, messages=100_000)
-FULL = Settings("full", runs=7, messages=300_000)
+QUICK = Settings("quick", runs=3, messages=100_000)
+FULL = Settings("full", runs=5, messages=200_000)
 
 
 def settings_for(bench: runner.Settings) -> Settings:

@@ -48,8 +48,9 @@ class Settings:
     small_appends: int  # latency samples per run (and raw unary round trips)
 
 
-QUICK = Settings("quick", runs=5, append_mib=128, small_appends=300)
-FULL = Settings("full", runs=7, append_mib=512, small_appends=1000)
+# Sized so that `python -m bench --quick` takes under 2 minutes and the full suite under 10 on two cores.
+QUICK = Settings("quick", runs=3, append_mib=64, small_appends=300)
+FULL = Settings("full", runs=5, append_mib=256, small_appends=1000)
 
 
 @contextlib.contextmanager

@@ -1,9 +1,10 @@
 """`python -m bench.spark [--quick] [--gb N]`: the gazette data source against `spark.read.json` on
-the same decompressed bytes, in one Spark session (issue 6's benchmark; also run by `make bench`).
+the same decompressed bytes, in one Spark session (issue 6's benchmark; `python -m bench` puts its
+figures in the suite's table and results.json).
 
 Generates JSON messages of interleaved producers over 8+ journals as real fragments in a file://
-store, and the same bytes as .json files; times one aggregate query per reader (ratios t(json) /
-t(ours), higher is better), then times the stages of our read() in-process."""
+store, and the same bytes as .json files; times one aggregate query per reader (as MB/s of those
+bytes; ratio t(json) / t(ours), higher is better), then times the stages of our read() in-process."""
 
 from __future__ import annotations
 
@@ -23,12 +24,12 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
+from bench.figures import Figure, Target
 from gazette.fragment.content import persist_blocking
 from gazette.fragment.fragment import Fragment
 from gazette.message.uuid import CLOCK_TICK, Flags, build_uuid, clock_from_unix_ns, new_producer_id
 from gazette.protocol.codec import Codec
 
-HERE = Path(__file__).resolve().parent
 GB = 10**9
 FIELDS_DDL = (
     "id BIGINT, user STRING, kind STRING, amount DOUBLE, ts TIMESTAMP, tags ARRAY<STRING>, text STRING, "
@@ -47,6 +48,10 @@ _KINDS = ("click", "view", "purchase", "signup", "refund", "search")
 _WORDS = "alpha beta gamma delta epsilon zeta eta theta iota kappa lambda omicron sigma omega".split()
 
 
+READERS = ("json", "uncommitted", "committed", "read_committed")
+SHAPES = ("all columns", "query columns")
+
+
 @dataclasses.dataclass(frozen=True)
 class Settings:
     name: str
@@ -55,10 +60,14 @@ class Settings:
     fragment_mib: int
     runs: int
     codec: str
+    shapes: tuple[str, ...] = SHAPES
+    profile: bool = True  # time the stages of read() in-process after the queries
 
 
-QUICK = Settings("quick", 0.125, 8, 8, 1, "none")
-FULL = Settings("full", 1.0, 8, 32, 3, "none")
+# One shape unless asked (--all-shapes): on two cores a round of the four readers over 0.25 GB takes
+# 20-60 s, and `make bench` must end within 10 minutes. Quick is a smoke test (little data, no profile).
+QUICK = Settings("quick", 0.05, 8, 4, 1, "none", shapes=SHAPES[:1], profile=False)
+FULL = Settings("full", 0.25, 8, 16, 3, "none", shapes=SHAPES[:1])
 
 
 # -- data -----------------------------------------------------------------------------------------
@@ -206,10 +215,6 @@ def _query(df: Any) -> list[Any]:
     )
 
 
-READERS = ("json", "uncommitted", "committed", "read_committed")
-SHAPES = ("all columns", "query columns")
-
-
 def _contenders(spark: Any, data: Dataset, shape: str) -> dict[str, Callable[[], Any]]:
     """Fresh DataFrames per call (a load() per query: no planning cached between runs). "all
     columns": every reader gets the messages' whole schema (Spark's JSON reader then prunes to the
@@ -236,29 +241,37 @@ def _contenders(spark: Any, data: Dataset, shape: str) -> dict[str, Callable[[],
     }
 
 
-def _check_counts(contenders: dict[str, Callable[[], Any]], data: Dataset) -> dict[str, int]:
-    counts = {name: sum(r.n for r in _query(make())) for name, make in contenders.items()}
+def _check_counts(counts: dict[str, int], data: Dataset) -> None:
+    """Every reader counted what was generated (all messages; committed ones for committed reads)."""
     if counts["json"] != data.messages or counts["uncommitted"] != data.messages:
         raise RuntimeError(f"row counts {counts} differ from the {data.messages} messages generated")
     if counts["committed"] != data.committed or counts["read_committed"] != data.committed:
         raise RuntimeError(f"committed row counts {counts} differ from the {data.committed} generated")
-    return counts
 
 
-def measure(spark: Any, data: Dataset, runs: int, log: Callable[[str], None]) -> dict[str, dict[str, list[float]]]:
-    """Seconds per query for each shape and reader: `runs` rounds, readers interleaved in each."""
+def measure(
+    spark: Any, data: Dataset, runs: int, log: Callable[[str], None], shapes: tuple[str, ...] = SHAPES
+) -> dict[str, dict[str, list[float]]]:
+    """Seconds per query for each shape and reader: one untimed warm-up query per reader (first
+    shape), then `runs` rounds per shape, readers interleaved in each; every query's row count is
+    checked."""
     out: dict[str, dict[str, list[float]]] = {}
-    for shape in SHAPES:
+    for i, shape in enumerate(shapes):
         contenders = _contenders(spark, data, shape)
-        log(f"{shape}: warm-up and row counts (untimed)")
-        log(f"  rows: {_check_counts(contenders, data)}")
+        if i == 0:
+            log(f"{shape}: warm-up, one query per reader (untimed)")
+            for make in contenders.values():
+                _query(make())
         samples: dict[str, list[float]] = {name: [] for name in contenders}
         for r in range(runs):
+            counts = {}
             for name, make in contenders.items():
                 df = make()
                 start = time.perf_counter()
-                _query(df)
+                rows = _query(df)
                 samples[name].append(time.perf_counter() - start)
+                counts[name] = sum(row.n for row in rows)
+            _check_counts(counts, data)
             log(f"{shape}, run {r + 1}/{runs}: " + ", ".join(f"{n} {v[-1]:.2f} s" for n, v in samples.items()))
         out[shape] = samples
     return out
@@ -359,11 +372,12 @@ def _ratio_rows(samples: dict[str, dict[str, list[float]]]) -> list[dict[str, An
     return rows
 
 
-def run(settings: Settings, console: Console, data_dir: str | None = None, keep: bool = False) -> dict[str, Any]:
-    """Generates the data, measures, profiles, prints the tables; the results as a dict."""
+def run(
+    settings: Settings, log: Callable[[str], None], data_dir: str | None = None, keep: bool = False
+) -> dict[str, Any]:
+    """Generates the data, measures, profiles (unless settings.profile is off); the results as a dict."""
     import fragments_io
 
-    log = console.log
     root = Path(tempfile.mkdtemp(prefix="bench-spark-", dir=data_dir))
     try:
         log(f"bench.spark ({settings.name}): generating {settings.gigabytes:g} GB over {settings.journals} journals")
@@ -382,9 +396,11 @@ def run(settings: Settings, console: Console, data_dir: str | None = None, keep:
             },
         )
         try:
-            samples = measure(spark, data, settings.runs, log)
-            log("profiling read() in-process (one journal, one core)")
-            profiles = [profile(spark, data, iso) for iso in ("uncommitted", "committed")]
+            samples = measure(spark, data, settings.runs, log, settings.shapes)
+            profiles = []
+            if settings.profile:
+                log("profiling read() in-process (one journal, one core)")
+                profiles = [profile(spark, data, iso) for iso in ("uncommitted", "committed")]
         finally:
             spark.stop()
     finally:
@@ -392,7 +408,7 @@ def run(settings: Settings, console: Console, data_dir: str | None = None, keep:
             shutil.rmtree(root, ignore_errors=True)
     rows = _ratio_rows(samples)
     overhead = {}
-    for shape in SHAPES:
+    for shape in settings.shapes:
         by = {r["reader"]: r["seconds"] for r in rows if r["shape"] == shape}
         overhead[shape] = {
             "committed_vs_uncommitted": by["committed"] / by["uncommitted"],
@@ -405,8 +421,48 @@ def run(settings: Settings, console: Console, data_dir: str | None = None, keep:
         "committed_overhead": overhead,
         "profiles": profiles,
     }
-    print_results(results, console)
     return results
+
+
+_SHAPE_KEYS = {"all columns": "all", "query columns": "query"}
+_READER_NAMES = {
+    "json": "Limit: spark.read.json",
+    "uncommitted": "Spark source, uncommitted",
+    "committed": "Spark source, committed",
+    "read_committed": "read_committed()",
+}
+_TARGETS = {
+    "uncommitted": Target("ratio", TARGET_UNCOMMITTED, f"≥ {TARGET_UNCOMMITTED} of json"),
+    "committed": Target("ratio", TARGET_COMMITTED, f"≥ {TARGET_COMMITTED} of json"),
+    "read_committed": Target("ratio", TARGET_COMMITTED, f"≥ {TARGET_COMMITTED} of json"),
+}
+
+
+def spark_figures(shapes: tuple[str, ...] = SHAPES) -> dict[str, Figure]:
+    """The suite's figures of this benchmark, in table order: per shape, json (the limit) then ours,
+    as MB/s of the same JSON bytes (so ours / json = t(json) / t(ours))."""
+    out = {}
+    for shape in shapes:
+        limit = f"spark_json_{_SHAPE_KEYS[shape]}"
+        for reader in READERS:
+            key = f"spark_{reader}_{_SHAPE_KEYS[shape]}"
+            name = f"{_READER_NAMES[reader]}, {shape}"
+            if reader == "json":
+                out[key] = Figure(key, name, "MB/s", True)
+            else:
+                out[key] = Figure(key, name, "MB/s", True, limit, _TARGETS[reader])
+    return out
+
+
+def figures_of(results: dict[str, Any]) -> dict[str, Figure]:
+    """`run`'s results as the suite's figures, one MB/s sample per timed query."""
+    shapes = tuple(dict.fromkeys(r["shape"] for r in results["readers"]))
+    figures = spark_figures(shapes)
+    size = results["data"]["bytes"]
+    for r in results["readers"]:
+        key = f"spark_{r['reader']}_{_SHAPE_KEYS[r['shape']]}"
+        figures[key].samples.extend(size / s / 1e6 for s in r["samples"])
+    return figures
 
 
 def print_results(results: dict[str, Any], console: Console) -> None:
@@ -445,28 +501,33 @@ def print_results(results: dict[str, Any], console: Console) -> None:
 
 def main(argv: list[str] | None = None, console: Console | None = None) -> dict[str, Any]:
     parser = argparse.ArgumentParser(prog="python -m bench.spark", description=__doc__.split("\n\n")[0])
-    parser.add_argument("--quick", action="store_true", help=f"{QUICK.gigabytes:g} GB, one run (a smoke test)")
-    parser.add_argument("--gb", type=float, help="gigabytes of messages (default 1, quick 0.125)")
+    parser.add_argument("--quick", action="store_true", help=f"{QUICK.gigabytes:g} GB, one run, one shape (a smoke test)")
+    parser.add_argument("--gb", type=float, help=f"gigabytes of messages (default {FULL.gigabytes:g}, quick {QUICK.gigabytes:g})")
     parser.add_argument("--runs", type=int, help="timed rounds (each figure is their median)")
     parser.add_argument("--journals", type=int, help="journals (default 8)")
     parser.add_argument("--codec", choices=("none", "gzip", "zstandard", "snappy"), help="fragment codec")
     parser.add_argument("--data-dir", help="where to write the generated data (default: the temp dir)")
     parser.add_argument("--keep", action="store_true", help="keep the generated data")
+    parser.add_argument("--all-shapes", action="store_true", help=f"measure every schema shape {SHAPES}")
+    parser.add_argument("--json", type=Path, help="also write the results to this file")
     args = parser.parse_args(argv)
     settings = QUICK if args.quick else FULL
-    changes = {k: v for k, v in (("gigabytes", args.gb), ("runs", args.runs), ("journals", args.journals),
-                                 ("codec", args.codec)) if v is not None}  # fmt: skip
+    changes: dict[str, Any] = {k: v for k, v in (("gigabytes", args.gb), ("runs", args.runs),
+                               ("journals", args.journals), ("codec", args.codec)) if v is not None}  # fmt: skip
     if changes.get("runs", 1) < 1 or changes.get("journals", 1) < 1 or changes.get("gigabytes", 1) <= 0:
         parser.error(f"--runs, --journals and --gb must be positive (got {changes})")
+    if args.all_shapes:
+        changes["shapes"] = SHAPES
     settings = dataclasses.replace(settings, **changes)
     if console is None:
         console = Console()
         if not console.is_terminal:
             console.width = max(console.width, 120)  # piped or captured: don't wrap the tables
-    results = run(settings, console, args.data_dir, args.keep)
-    out = HERE / "spark_results.json"
-    out.write_text(json.dumps({"date": time.strftime("%Y-%m-%dT%H:%M:%S%z"), **results}, indent=2) + "\n")
-    console.log(f"wrote {out}")
+    results = run(settings, console.log, args.data_dir, args.keep)
+    print_results(results, console)
+    if args.json:
+        args.json.write_text(json.dumps({"date": time.strftime("%Y-%m-%dT%H:%M:%S%z"), **results}, indent=2) + "\n")
+        console.log(f"wrote {args.json}")
     return results
 
 
