@@ -1,6 +1,7 @@
 """The Read RPC (reference 3.5): metadata then content, per fragment, with long-polling.
 
-Any replica serves reads. Local fragments are read from their spool file; persisted ones are opened
+Any replica serves reads, except a range it lacks because it joined the route after the range was
+written (still only in its peers' spools): the primary serves those. Local fragments are read from their spool file; persisted ones are opened
 from the store, decompressed and verified (in a thread, never on the loop) and streamed from the
 requested offset. A non-blocking read at the write head ends with OFFSET_NOT_YET_AVAILABLE.
 """
@@ -110,6 +111,12 @@ async def serve_read(
     while True:
         if req.end_offset and offset >= req.end_offset:
             return
+        if not replica.is_primary and not req.do_not_proxy and await _in_gap(index, offset, req.begin_mod_time):
+            # This replica joined after [offset, ...) was written: that range lives only in its
+            # peers' spools until they persist it. The primary serves the rest of this read.
+            async for resp in _read_at_primary(broker, journal, req, offset):
+                yield resp
+            return
         if req.block:
             # A read blocked on a replica that is then unassigned from this broker would wait
             # forever: end it when the journal's route or spec changes (the client resumes here).
@@ -143,6 +150,26 @@ async def serve_read(
                 yield pb.ReadResponse(offset=offset, content=data)
                 offset += len(data)
                 broker.metrics.read_bytes(len(data))
+
+
+async def _in_gap(index: Any, offset: int, begin_mod_time: int) -> bool:
+    """True when no local fragment covers `offset` though the index knows content past it."""
+    q = await index.query(offset, False, begin_mod_time)
+    return q.status == Status.OFFSET_NOT_YET_AVAILABLE and q.offset < q.write_head
+
+
+async def _read_at_primary(
+    broker: Broker, journal: str, req: pb.ReadRequest, offset: int
+) -> AsyncIterator[pb.ReadResponse]:
+    res = await broker.resolver.resolve(journal, require_primary=True, may_proxy=True)
+    if res.status != Status.OK or res.replica is not None:
+        yield pb.ReadResponse(status=to_pb(Status.NO_JOURNAL_PRIMARY_BROKER), header=res.header)
+        return
+    fwd = pb.ReadRequest()
+    fwd.CopyFrom(req)
+    fwd.offset = offset
+    async for resp in broker.proxy.read(res, fwd):
+        yield resp
 
 
 async def _remote_content(fragment: Fragment, offset: int, stop: int) -> AsyncIterator[bytes]:

@@ -35,6 +35,10 @@ APPEND_RETRY_STATUSES = frozenset(
     {Status.NOT_JOURNAL_PRIMARY_BROKER, Status.NO_JOURNAL_PRIMARY_BROKER, Status.INSUFFICIENT_JOURNAL_BROKERS}
 )
 MAX_RETRY_ATTEMPTS = 20
+# A read meeting these (a route in flux) retries after a backoff.
+_READ_RETRY_STATUSES = frozenset(
+    {Status.NOT_JOURNAL_BROKER, Status.INSUFFICIENT_JOURNAL_BROKERS, Status.NO_JOURNAL_PRIMARY_BROKER}
+)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -278,7 +282,7 @@ class AsyncClient:
                         offset = resp.offset  # may jump forward past a deleted range
                         fragment = Fragment.from_proto(resp.fragment) if resp.HasField("fragment") else None
                         continue
-                    if status in (Status.NOT_JOURNAL_BROKER, Status.INSUFFICIENT_JOURNAL_BROKERS) and attempt < 8:
+                    if status in _READ_RETRY_STATUSES and attempt < 8:
                         break  # transient: retry below
                     raise GazetteError(status, f"read of {journal} at offset {offset} failed")
             except grpc.aio.AioRpcError as exc:

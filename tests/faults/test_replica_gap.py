@@ -1,0 +1,44 @@
+"""A replica that joins a route after content was written holds only what came after it; the rest
+lives in its peers' spools until persisted. A read through it must still return everything: the
+broker hands the range it lacks to the primary instead of ending the read early at the gap."""
+
+from __future__ import annotations
+
+from faults.harness import route_of, wait_for
+
+from gazette.client.sync import Client
+
+JOURNAL = "gap/part-000"
+
+
+def test_a_replica_that_joined_late_reads_the_whole_journal(make_cluster) -> None:
+    cluster = make_cluster(brokers=3)
+    client = cluster.client()
+    # No store: what is written stays in spools, so the late replica can never find it persisted.
+    client.apply_journals([cluster.journal_spec(JOURNAL, replication=2, stores=[])])
+
+    def route_of_two() -> tuple[list[int], int] | None:
+        members, primary = route_of(cluster, JOURNAL)
+        return (members, primary) if len(members) == 2 and primary >= 0 else None
+
+    members, primary = wait_for("a route of 2", route_of_two)
+    before = b"".join(b"written before the replica joined %d\n" % i for i in range(50))
+    client.append(JOURNAL, before)
+
+    (replica,) = [m for m in members if m != primary]
+    cluster.kill_broker(replica)  # its lease expires and the third broker takes its place
+    (late,) = [b.index for b in cluster.brokers if b.index not in members]
+    wait_for(
+        "the third broker to join the route",
+        lambda: (r := route_of(cluster, JOURNAL))[1] == primary and sorted(r[0]) == sorted([primary, late]),
+    )
+    after = b"written after it joined\n"
+    client.append(JOURNAL, after)
+
+    via_late = Client(cluster.brokers[late].endpoint)
+    try:
+        assert via_late.read_head(JOURNAL) == len(before) + len(after)
+        assert via_late.read_all(JOURNAL) == before + after
+        assert via_late.read_all(JOURNAL, offset=len(before)) == after  # what it holds itself
+    finally:
+        via_late.close()
