@@ -14,13 +14,13 @@ import textwrap
 from collections.abc import Iterator
 from pathlib import Path
 
+import cli_run
 import pytest
 import yaml
+from cli_run import ok, one_error_line
 
 from gazette.local.cluster import LocalCluster
 from gazette.protocol.spec import load_specs_yaml
-
-CLI_TIMEOUT_S = 120
 
 
 @pytest.fixture(scope="module")
@@ -33,31 +33,11 @@ def cluster(etcd, module_etcd_root, tmp_path_factory) -> Iterator[LocalCluster]:
 
 
 def gazette(cluster: LocalCluster, *args: str, input: bytes | None = None) -> subprocess.CompletedProcess:
-    env = {**os.environ, "GAZETTE_BROKER": cluster.broker_endpoints[0]}
-    env.pop("GAZETTE_ETCD", None)
-    return subprocess.run(
-        [sys.executable, "-m", "gazette.cli.main", *args],
-        env=env,
-        input=input if input is not None else b"",
-        capture_output=True,
-        timeout=CLI_TIMEOUT_S,
-    )
+    return cli_run.gazette(*args, env={"GAZETTE_BROKER": cluster.broker_endpoints[0]}, input=input or b"")
 
 
-def ok(proc: subprocess.CompletedProcess) -> str:
-    assert proc.returncode == 0, f"{proc.args[3:]} exited {proc.returncode}: {proc.stderr.decode()}"
-    return proc.stdout.decode()
 
 
-def one_error_line(proc: subprocess.CompletedProcess) -> str:
-    """Asserts a clean failure: exit 1 and a single `error: ...` line on stderr; returns that line."""
-    err = proc.stderr.decode()
-    assert proc.returncode == 1, f"{proc.args[3:]} exited {proc.returncode}; stderr:\n{err}"
-    assert "Traceback" not in err, err
-    lines = err.strip().splitlines()
-    assert len(lines) == 1, f"expected one error line, got {len(lines)}:\n{err}"
-    assert lines[0].startswith("error: "), lines[0]
-    return lines[0]
 
 
 def _specs_yaml(store: str, prefix: str) -> str:
@@ -234,7 +214,7 @@ def test_unreachable_broker_is_one_line(cluster: LocalCluster) -> None:
         [sys.executable, "-m", "gazette.cli.main", "journals", "list"],
         env=env,
         capture_output=True,
-        timeout=CLI_TIMEOUT_S,
+        timeout=cli_run.CLI_TIMEOUT_S,
         stdin=subprocess.DEVNULL,
     )
     assert "UNAVAILABLE" in one_error_line(proc)

@@ -11,41 +11,13 @@ import subprocess
 import sys
 import textwrap
 
+from cli_run import gazette, ok, one_error_line
+
 from gazette.cli.shards import load_shards_yaml
 from gazette.consumer import ReplicaCode, ShardSpec
 from gazette.examples import wordcount
 from gazette.keyspace.procutil import spawn, terminate
 from gazette.protocol.spec import JournalSpec
-
-CLI_TIMEOUT_S = 120
-
-
-def gazette(*args: str, env: dict[str, str] | None = None, input: str = "") -> subprocess.CompletedProcess:
-    full = {k: v for k, v in os.environ.items() if not k.startswith("GAZETTE_")}
-    full.update(env or {})
-    return subprocess.run(
-        [sys.executable, "-m", "gazette.cli.main", *args],
-        env=full,
-        input=input.encode(),
-        capture_output=True,
-        timeout=CLI_TIMEOUT_S,
-    )
-
-
-def ok(proc: subprocess.CompletedProcess) -> str:
-    assert proc.returncode == 0, f"{proc.args[3:]} exited {proc.returncode}: {proc.stderr.decode()}"
-    return proc.stdout.decode()
-
-
-def one_error_line(proc: subprocess.CompletedProcess) -> str:
-    err = proc.stderr.decode()
-    assert proc.returncode == 1, f"{proc.args[3:]} exited {proc.returncode}; stderr:\n{err}"
-    assert "Traceback" not in err, err
-    lines = err.strip().splitlines()
-    assert len(lines) == 1, f"expected one error line, got {len(lines)}:\n{err}"
-    assert lines[0].startswith("error: "), lines[0]
-    return lines[0]
-
 
 SPECS = textwrap.dedent(
     """\

@@ -8,13 +8,12 @@ from __future__ import annotations
 import asyncio
 import json
 import os
-import subprocess
-import sys
 import threading
 from collections import Counter
 from typing import Any
 
 import orjson
+from cli_run import gazette, ok, one_error_line
 from waiting import wait_for
 
 from gazette.consumer import Application, MemoryStore, ReplicaCode, Shard, ShardInfo, ShardSpec
@@ -26,7 +25,6 @@ from gazette.message import Envelope, Publisher
 from gazette.protocol.validate import CONTENT_TYPE_RECOVERY_LOG
 
 WAIT_S = 60.0
-CLI_TIMEOUT_S = 120
 SOURCE = "tests/rlcli/input"
 PREFIX = "tests/rlcli/recovery"
 SHARD_ID = "rlcli-000"
@@ -34,27 +32,10 @@ LOG = f"{PREFIX}/{SHARD_ID}"
 NDJSON = {"content-type": "application/x-ndjson"}
 
 
-def gazette(*args: str, env: dict[str, str]) -> subprocess.CompletedProcess:
-    full = {k: v for k, v in os.environ.items() if not k.startswith("GAZETTE_")}
-    full.update(env)
-    return subprocess.run(
-        [sys.executable, "-m", "gazette.cli.main", *args],
-        env=full,
-        capture_output=True,
-        timeout=CLI_TIMEOUT_S,
-    )
 
 
-def ok(proc: subprocess.CompletedProcess) -> str:
-    assert proc.returncode == 0, f"{proc.args[3:]} exited {proc.returncode}: {proc.stderr.decode()}"
-    return proc.stdout.decode()
 
 
-def one_error_line(proc: subprocess.CompletedProcess) -> str:
-    err = proc.stderr.decode()
-    assert proc.returncode == 1 and "Traceback" not in err, f"exit {proc.returncode}:\n{err}"
-    (line,) = err.strip().splitlines()
-    return line
 
 
 class Tally(Application):
