@@ -22,6 +22,7 @@ from waiting import wait_for
 
 from gazette.client.aio import Route
 from gazette.client.sync import Client
+from gazette.fragment.fragment import Fragment
 from gazette.keyspace.etcd import EmbeddedEtcd
 from gazette.keyspace.procutil import read_ready_line, spawn, terminate
 from gazette.protocol.spec import JournalSpec
@@ -226,9 +227,15 @@ def test_brokers_in_separate_namespaces_replicate_through_one_etcd(lab: NetnsLab
         persisted_part = b"".join(b"word-%d\n" % n for n in range(100))
         res = clients[other].append(journal, persisted_part)
         assert (res.begin, res.end) == (0, len(persisted_part))
-        fragment = clients[primary].flush(journal)
-        assert fragment is not None and fragment.backing_store == lab.store
-        assert fragment.end == len(persisted_part)
+        clients[primary].flush(journal)  # None when a roll of the journal's first write persisted it already
+
+        def persisted() -> Fragment | None:
+            done = [f for f in clients[primary].list_fragments(journal) if f.backing_store]
+            return done[0] if done else None
+
+        fragment = wait_for("the first fragment to be persisted", persisted)
+        assert fragment.backing_store == lab.store
+        assert (fragment.begin, fragment.end) == (0, len(persisted_part))
         stored = _fragment_files(lab.store_dir, journal)
         assert [p.relative_to(lab.store_dir).as_posix() for p in stored] == [fragment.content_path]
 
