@@ -8,6 +8,7 @@ that journal therefore sees, for each word, every count from 1 to its total exac
 
 from __future__ import annotations
 
+import concurrent.futures
 import os
 import tempfile
 import threading
@@ -17,7 +18,7 @@ from typing import Any
 
 from gazette.client.sync import Client
 from gazette.consumer import Application, ConsumerGroup, Hooks, Shard, ShardSpec, SQLStore
-from gazette.consumer.store import Store
+from gazette.consumer.store import ConsumerCheckpoint, Store
 from gazette.message import Envelope, Publisher, ReadCommitted
 from gazette.protocol.spec import JournalSpec
 
@@ -35,21 +36,51 @@ def partition_of(word: str, partitions: int) -> int:
 
 
 class CountStore(SQLStore):
-    """The shard's database (sqlite or PostgreSQL) with a `counts` table, plus this transaction's
-    changed counts."""
+    """The shard's database (sqlite or PostgreSQL) with a `counts` table, plus a cache of counts.
+
+    `counts` caches every count this store has read or written, across transactions: the shard's
+    fenced primary is the only writer of its words' rows, so a row can only change through this
+    store. The cache lives and dies with the store instance (a new primary builds a new store and
+    reads the rows again), and a failed commit drops it (the rows may not hold what it says).
+    `changed` names the words whose counts this transaction changed.
+    """
 
     def __init__(self, shard: Shard, url: str) -> None:
         super().__init__(shard, url)
         self.setup_schema(
             "CREATE TABLE IF NOT EXISTS counts (word TEXT PRIMARY KEY NOT NULL, count INTEGER NOT NULL)"
         )
-        self.changed: dict[str, int] = {}
+        self.counts: dict[str, int] = {}
+        self.changed: set[str] = set()
 
     def count(self, word: str) -> int:
-        if word in self.changed:
-            return self.changed[word]
-        row = self.execute("SELECT count FROM counts WHERE word = ?", (word,)).fetchone()
-        return int(row[0]) if row else 0
+        """`word`'s count as of this transaction (read from the table once per store)."""
+        n = self.counts.get(word)
+        if n is None:
+            row = self.execute("SELECT count FROM counts WHERE word = ?", (word,)).fetchone()
+            n = self.counts[word] = int(row[0]) if row else 0
+        return n
+
+    def increment(self, word: str) -> int:
+        """Adds one to `word`'s count in this transaction; returns the new count."""
+        counts = self.counts
+        n = counts.get(word)
+        if n is None:
+            n = self.count(word)
+        n = counts[word] = n + 1
+        self.changed.add(word)
+        return n
+
+    def start_commit(
+        self, shard: Any, checkpoint: ConsumerCheckpoint, wait_for: Iterable[concurrent.futures.Future]
+    ) -> concurrent.futures.Future:
+        future = super().start_commit(shard, checkpoint, wait_for)
+        future.add_done_callback(self._drop_counts_unless_committed)
+        return future
+
+    def _drop_counts_unless_committed(self, future: concurrent.futures.Future) -> None:
+        if future.cancelled() or future.exception() is not None:
+            self.counts = {}
 
 
 class WordCount(Application):
@@ -70,14 +101,14 @@ class WordCount(Application):
             return
         assert isinstance(store, CountStore)
         word = env.message["word"]
-        n = store.changed[word] = store.count(word) + 1
-        pub.publish_uncommitted(self.output, {"word": word, "count": n})
+        pub.publish_uncommitted(self.output, {"word": word, "count": store.increment(word)})
 
     def finalize_txn(self, shard: Shard, store: Store, pub: Publisher) -> None:
         assert isinstance(store, CountStore)
+        counts = store.counts
         store.executemany(
             "INSERT INTO counts (word, count) VALUES (?, ?) ON CONFLICT (word) DO UPDATE SET count = excluded.count",
-            list(store.changed.items()),
+            [(word, counts[word]) for word in store.changed],
         )
         store.changed.clear()
 

@@ -4,6 +4,8 @@ The UUID is built *after* the append's place in the journal is fixed (under the 
 one producer's clocks increase in journal order (Gazette issue 259). Uncommitted messages leave an
 ACK intent per journal; `build_ack_intents()` turns those into framed ACK messages for the caller to
 store durably before appending them. Not thread-safe across publish_uncommitted/build_ack_intents.
+Per message, a plain journal name costs one dict lookup, and JSON frames are spliced from orjson's
+output with the UUID's text (no UUID object, no copy of the message).
 """
 
 from __future__ import annotations
@@ -18,8 +20,9 @@ from gazette.client.aio import AsyncClient
 from gazette.client.append_service import AppendFuture, AsyncAppendService, ClientBinding
 from gazette.client.sync import Client
 from gazette.message.framing import Framing, framing_for
+from gazette.message.framing.json_lines import JSONFraming
 from gazette.message.mapping import CONTENT_TYPE_LABEL
-from gazette.message.uuid import PRODUCER_ID_BYTES, Clock, Flags, new_producer_id
+from gazette.message.uuid import PRODUCER_ID_BYTES, Clock, Flags, UUIDText, new_producer_id
 from gazette.protocol.errors import GazetteError
 from gazette.protocol.selector import LabelSelector
 from gazette.protocol.status import Status
@@ -29,6 +32,7 @@ CLOCK_UPDATE_INTERVAL_S = 0.1
 CONTENT_TYPE_LOOKUP_TIMEOUT_S = 30.0
 
 MappingLike = str | Callable[[Any], tuple[str, str]]
+FrameFn = Callable[..., bytes]  # (framing, message, flags) -> the frame; runs under the append lock
 
 _UUID = _uuid.UUID
 _new_object = object.__new__
@@ -79,8 +83,10 @@ class Publisher:
         self._own_service = service is None
         self.service = service if service is not None else AsyncAppendService(client, loop=self._binding.loop)
         self._producer_bits = int.from_bytes(self.producer_id, "big")
+        self._uuid_text = UUIDText(self.producer_id).text
         self._framings: dict[str, Framing] = dict(framings or {})
         self._content_types: dict[str, str] = {}  # journal name -> content type, for plain names
+        self._routes: dict[str, tuple[Framing, FrameFn]] = {}  # plain journal name -> framing, frame fn
         self._intents: dict[str, tuple[Framing, Any]] = {}  # journal -> (framing, a message like its ACK)
 
     def __repr__(self) -> str:
@@ -89,18 +95,26 @@ class Publisher:
     # --- publishing ------------------------------------------------------------------------------
     def publish_committed(self, mapping: MappingLike, message: Any) -> AppendFuture:
         """Publishes `message` as self-committing (OUTSIDE_TXN)."""
-        journal, framing = self._route(mapping, message)
+        if type(mapping) is str and (route := self._routes.get(mapping)) is not None:
+            journal = mapping
+            framing, frame = route
+        else:
+            journal, framing, frame = self._route(mapping, message)
         if self._own_clock:
             self._update_clock()
-        return self.service.append_with(journal, self._frame, framing, message, _OUTSIDE_TXN)
+        return self.service.append_with(journal, frame, framing, message, _OUTSIDE_TXN)
 
     def publish_uncommitted(self, mapping: MappingLike, message: Any) -> AppendFuture:
         """Publishes `message` as pending (CONTINUE_TXN) until an ACK from `build_ack_intents()`
         is appended; records an ACK intent for its journal."""
-        journal, framing = self._route(mapping, message)
+        if type(mapping) is str and (route := self._routes.get(mapping)) is not None:
+            journal = mapping
+            framing, frame = route
+        else:
+            journal, framing, frame = self._route(mapping, message)
         if self._own_clock:
             self._update_clock()
-        fut = self.service.append_with(journal, self._frame, framing, message, _CONTINUE_TXN)
+        fut = self.service.append_with(journal, frame, framing, message, _CONTINUE_TXN)
         if journal not in self._intents:
             self._intents[journal] = (framing, message)
         return fut
@@ -131,6 +145,10 @@ class Publisher:
         """Runs with the journal's order fixed: tick, stamp, encode (reference 6.3)."""
         return framing.encode(message, self.uuid(self.clock.tick(), flags))
 
+    def _frame_json(self, framing: JSONFraming, message: Any, flags: int) -> bytes:
+        """`_frame` for a JSONFraming: the same bytes, stamped with the UUID's text."""
+        return framing.encode_uuid_text(message, self._uuid_text(self.clock.tick(), flags))
+
     def _update_clock(self) -> None:
         now = time.monotonic()
         if now >= self._next_clock_update:
@@ -138,7 +156,9 @@ class Publisher:
             self.clock.update_to_now()
 
     # --- journals and framings -------------------------------------------------------------------
-    def _route(self, mapping: MappingLike, message: Any) -> tuple[str, Framing]:
+    def _route(self, mapping: MappingLike, message: Any) -> tuple[str, Framing, FrameFn]:
+        """The journal of `message`, its framing and the function framing it. A plain journal name's
+        route is remembered (publish_* look it up before calling this)."""
         if type(mapping) is str:
             journal = mapping
             content_type = self._content_types.get(journal)
@@ -151,15 +171,21 @@ class Publisher:
         framing = self._framings.get(content_type)
         if framing is None:
             framing = self._framing_of(journal, content_type)
-        return journal, framing
+        frame = self._frame_json if isinstance(framing, JSONFraming) else self._frame
+        if journal is mapping:
+            self._routes[journal] = (framing, frame)
+        return journal, framing, frame
 
     def _framing_of(self, journal: str, content_type: str) -> Framing:
-        if not content_type:
-            raise GazetteError(
-                Status.OK,
-                f'journal {journal} has no "{CONTENT_TYPE_LABEL}" label, so messages cannot be framed for it',
-            )
-        framing = self._framings[content_type] = framing_for(content_type)
+        """The framing of `content_type`: the one given to the constructor, else the registry's."""
+        framing = self._framings.get(content_type)
+        if framing is None:
+            if not content_type:
+                raise GazetteError(
+                    Status.OK,
+                    f'journal {journal} has no "{CONTENT_TYPE_LABEL}" label, so messages cannot be framed for it',
+                )
+            framing = self._framings[content_type] = framing_for(content_type)
         return framing
 
     def _lookup_content_type(self, journal: str) -> str:

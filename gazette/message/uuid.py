@@ -20,6 +20,8 @@ GREGORIAN_OFFSET_100NS = 0x01B21DD213814000
 CLOCK_TICK = 160  # one microsecond: 10 x 100 ns, shifted past the 4-bit sequence counter
 FLAGS_MASK = 0x3FF
 PRODUCER_ID_BYTES = 6
+UUID_TEXT_MEMO_ENTRIES = 1024  # UUIDText forgets its memo when it holds this many
+_TIME_LOW_CLOCK_BITS = 0xFFFFFFFF << 4  # the clock bits that are the UUID's time_low (text 0..7)
 
 
 class Flags(enum.IntEnum):
@@ -63,6 +65,34 @@ def build_uuid(producer_id: bytes, clock: int, flags: int) -> UUID:
         + pid
     )
     return UUID(bytes=raw)
+
+
+class UUIDText:
+    """The canonical text of one producer's UUIDs, `str(build_uuid(producer_id, clock, flags))`,
+    built without a UUID object (the publisher's per-message path, for text framings).
+
+    Successive ticks of a clock change only the first 8 hex digits (time_low: one wraps every
+    ~7 minutes), so the other 28 characters (time_mid, time_hi, sequence and flags, producer) are
+    memoized per (clock without time_low, flags); a miss builds them with `build_uuid`.
+    """
+
+    __slots__ = ("producer_id", "_rest")
+
+    def __init__(self, producer_id: bytes) -> None:
+        self.producer_id = _check_producer(producer_id)
+        self._rest: dict[int, str] = {}
+
+    def text(self, clock: int, flags: int) -> str:
+        """The text of (clock, flags); ValueError naming a clock or flags out of range."""
+        key = clock & ~_TIME_LOW_CLOCK_BITS | flags << 64
+        rest = self._rest.get(key)
+        # A clock outside 64 bits could share a key with another (clock, flags): build_uuid refuses it.
+        if rest is None or clock >> 64:
+            rest = str(build_uuid(self.producer_id, clock, flags))[8:]  # validates clock and flags
+            if len(self._rest) >= UUID_TEXT_MEMO_ENTRIES:
+                self._rest.clear()
+            self._rest[key] = rest
+        return "%08x" % ((clock >> 4) & 0xFFFFFFFF) + rest
 
 
 def _check_v1(u: UUID) -> bytes:

@@ -11,12 +11,14 @@ import threading
 import time
 from collections.abc import Iterator
 
+import orjson
 import pytest
 
 from gazette.client.aio import AsyncClient
 from gazette.local.cluster import LocalCluster
 from gazette.message.envelope import Envelope
-from gazette.message.framing import framing_for
+from gazette.message.framing import JSONFraming, framing_for
+from gazette.message.framing.json_lines import _with_member
 from gazette.message.mapping import ModuloMapping, fnv1a32
 from gazette.message.publisher import Publisher
 from gazette.message.uuid import CLOCK_TICK, Clock, Flags, build_uuid, clock_from_unix_ns, new_producer_id
@@ -214,3 +216,36 @@ async def test_async_publisher_on_the_loop(cluster, client):
             pub.flush()
         await pub.aclose()
     assert [e.message["x"] for e in _read(client, j)] == list(range(100))
+
+
+def test_json_frames_equal_the_general_encoding(cluster, client):
+    """The publisher's spliced JSON frames (by journal name and by mapping, default and custom
+    pointers, messages with and without the pointer's top member) are byte for byte what the
+    framing's general path writes for the same message and UUID."""
+    _create(cluster, client, "examples/pub/frames", "examples/pub/frames-upper")
+    messages = [
+        {"word": "a"},
+        {},
+        {"_meta": {"src": 1}},
+        {"UUID": None, "n": [1, {"x": "é"}]},
+        {"_meta": None},
+    ]
+    for pointer, journal in (("/_meta/uuid", "examples/pub/frames"), ("/UUID", "examples/pub/frames-upper")):
+        framing = JSONFraming(uuid_pointer=pointer)
+        pub = Publisher(client, framings={NDJSON: framing})
+        for m in messages:
+            pub.publish_committed(journal, m)
+            pub.publish_uncommitted(lambda _m, j=journal: (j, NDJSON), m)
+        pub.flush(WAIT_S)
+        pub.close()
+        data = client.read_all(journal)
+        envs = framing.decoder(journal, 0).feed(data)
+        published = [m for m in messages for _ in ("committed", "uncommitted")]
+        assert len(envs) == len(published) and envs[-1].end == len(data)
+        for m, e in zip(published, envs, strict=True):
+            general = orjson.dumps(
+                _with_member(m, framing._tokens, e.uuid, pointer), option=orjson.OPT_APPEND_NEWLINE
+            )
+            assert data[e.begin : e.end] == general
+            assert e.producer == pub.producer_id
+        assert [e.flags for e in envs] == [Flags.OUTSIDE_TXN, Flags.CONTINUE_TXN] * len(messages)
