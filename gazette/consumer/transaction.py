@@ -370,9 +370,19 @@ class TransactionLoop:
     def _step(self, chunk: _Chunk) -> tuple[int, bool]:  # on the worker thread
         """Delivers what the sequencer's dequeue releases; (how many, False if one was deferred)."""
         n = 0
-        while (committed := self.sequencer.step()) is not None:
-            if not self._deliver(committed):
-                return n, False
+        step, consume = self.sequencer.step, self.app.consume_message
+        shard, store, pub = self.shard, self.store, self.publisher
+        while (committed := step()) is not None:
+            if self._txn_messages == 0:  # opens the transaction
+                if not self._deliver(committed):
+                    return n, False
+            else:  # _deliver's per-envelope path, inlined: this loop is the consumer's hot path
+                try:
+                    consume(shard, store, committed, pub)
+                except DeferToNextTransaction:
+                    self._deferred = committed
+                    return n, False
+                self._txn_messages += 1
             n += 1
         chunk.stepping = False
         return n, True
