@@ -13,6 +13,8 @@ from collections.abc import Callable, Iterable, Iterator
 
 import numpy as np
 import pandas as pd
+import pyarrow as pa
+import pyarrow.compute as pc
 
 from gazette.message.checkpoint import Checkpoint
 from gazette.message.envelope import Envelope
@@ -28,6 +30,11 @@ DECISION_SCHEMA = "journal string, begin long"
 
 
 History = Callable[[int, int], list[Envelope]]
+
+
+def _ints(values: Iterable[int] | np.ndarray) -> list[int]:
+    """Plain Python ints (numpy scalars make the per-row loop several times slower)."""
+    return values.tolist() if isinstance(values, np.ndarray) else [int(v) for v in values]
 
 
 class CommitTracker:
@@ -60,45 +67,75 @@ class CommitTracker:
     def add(
         self,
         first_id: int,
-        begins: Iterable[int],
-        ends: Iterable[int],
-        producers: Iterable[str | None],
-        clocks: Iterable[int],
-        flags: Iterable[int],
+        begins: Iterable[int] | np.ndarray,
+        ends: Iterable[int] | np.ndarray,
+        producers: Iterable[str | None] | pa.Array | pa.ChunkedArray,
+        clocks: Iterable[int] | np.ndarray,
+        flags: Iterable[int] | np.ndarray,
     ) -> None:
-        """Queues rows with ids first_id, first_id + 1, ... (producer: 12 hex chars or None)."""
+        """Queues rows with ids first_id, first_id + 1, ... (producer: 12 hex chars or None; an
+        Arrow string column of them is converted in bulk)."""
         seq = self.sequencer
+        queue = seq.queue
+        step = seq.step
         journal = self.journal
-        cache = self._producers
         retained = self._retained
-        retained_begins = self._retained_begins
-        out = self.committed
+        keep = retained.append
+        keep_begin = self._retained_begins.append
+        out = self.committed.append
         rid = first_id
-        for begin, end, producer, clock, flag in zip(begins, ends, producers, clocks, flags, strict=True):
-            if producer:
-                pid = cache.get(producer)
-                if pid is None:
-                    pid = cache[producer] = bytes.fromhex(producer)
-            else:
-                pid = b""
-            env = Envelope(journal, int(begin), int(end), rid, None, pid, int(clock), int(flag))
-            retained.append(env)
-            retained_begins.append(env.begin)
+        # One Python loop per row is the floor here (the Sequencer is per message): everything
+        # else is converted to plain lists up front, which iterate far faster than numpy arrays.
+        pids = self._producer_ids(producers)
+        rows = zip(_ints(begins), _ints(ends), pids, _ints(clocks), _ints(flags), strict=True)
+        for begin, end, pid, clock, flag in rows:
+            env = Envelope(journal, begin, end, rid, None, pid, clock, flag)
+            keep(env)
+            keep_begin(begin)
             rid += 1
-            outcome = seq.queue(env)
+            outcome = queue(env)
             if outcome not in _COMMITS:
                 continue
             if outcome is _REPLAY:
                 _, lo, hi = seq.replay_range()
+                retained_begins = self._retained_begins
                 i = bisect.bisect_left(retained_begins, lo)
                 j = bisect.bisect_left(retained_begins, hi)
                 if self._history is not None and lo < self._base:
                     seq.start_replay(self._history(lo, min(hi, self._base)) + retained[i:j])
                 else:
                     seq.start_replay(retained[i:j])
-            while (done := seq.step()) is not None:
+            while (done := step()) is not None:
                 if done.flags != _ACK:
-                    out.append(done.message)
+                    out(done.message)
+
+    def _producer_ids(self, producers: Iterable[str | None] | pa.Array | pa.ChunkedArray) -> list[bytes]:
+        """Producer IDs as bytes (b"": none), each distinct hex string converted once."""
+        cache = self._producers
+        if isinstance(producers, pa.Array | pa.ChunkedArray):
+            # A journal has few producers: decode the dictionary, then pick per row with numpy.
+            encoded = pc.dictionary_encode(producers)
+            if isinstance(encoded, pa.ChunkedArray):
+                encoded = encoded.combine_chunks() if encoded.num_chunks != 1 else encoded.chunk(0)
+            ids = [self._producer_id(p) for p in encoded.dictionary.to_pylist()]
+            choices = np.empty(len(ids) + 1, dtype=object)
+            choices[: len(ids)] = ids
+            choices[len(ids)] = b""  # index -1: null, no UUID
+            picks = pc.fill_null(encoded.indices, -1).to_numpy(zero_copy_only=False).astype(np.int64)
+            return list(choices[picks])
+        out = []
+        for producer in producers:
+            pid = cache.get(producer) if producer else b""
+            out.append(pid if pid is not None else self._producer_id(producer))
+        return out
+
+    def _producer_id(self, producer: str | None) -> bytes:
+        if not producer:
+            return b""
+        pid = self._producers.get(producer)
+        if pid is None:
+            pid = self._producers[producer] = bytes.fromhex(producer)
+        return pid
 
     def open_horizon(self) -> int | None:
         """Offset of the first message of the oldest open transaction (None: none is open). Rows

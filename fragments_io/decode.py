@@ -9,6 +9,7 @@ the Decoder path. Internal tables hold begin, end, uuid, producer, clock, flags,
 
 from __future__ import annotations
 
+import dataclasses
 import io
 import logging
 import re
@@ -38,6 +39,7 @@ from gazette.message.uuid import GREGORIAN_OFFSET_100NS
 log = logging.getLogger(__name__)
 
 UUID_CHARS = 36
+PRODUCER_CHARS = slice(24, 36)  # the node field of the UUID text: the producer ID in hex
 JSON_BLOCK_BYTES_MAX = 1 << 26  # pyarrow.json block size cap; a line must fit in one block
 CLOCK_LIMIT = 1 << 63  # clocks are BIGINT in Spark
 META_COLUMNS = ("begin", "end", "uuid", "producer", "clock", "flags", "value")
@@ -109,39 +111,86 @@ def _pointer_column(table: pa.Table, tokens: tuple[str, ...]) -> pa.Array:
     return col
 
 
-def split_uuids(arr: pa.Array) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
-    """(present, clock uint64, flags int32) of a string column of canonical v1 UUIDs (null or ""
-    when absent); None if any present value isn't one."""
+def _hex_pair_table() -> np.ndarray:
+    """Byte value of every pair of hex digits, indexed by the pair read as a little-endian uint16
+    (first digit in the low byte); 0xFFFF where either character is not a hex digit."""
+    pair = np.arange(1 << 16)
+    high, low = _HEX[pair & 0xFF].astype(np.uint16), _HEX[pair >> 8].astype(np.uint16)
+    return np.where((high == 255) | (low == 255), 0xFFFF, (high << 4) | low).astype(np.uint16)
+
+
+_HEX_PAIR = _hex_pair_table()
+
+
+@dataclasses.dataclass(frozen=True)
+class SplitUUIDs:
+    """A UUID column split in bulk: which rows have one, their clock and flags, and the lower-case
+    text of the present ones as a (present rows, 36) byte matrix (to build uuid and producer)."""
+
+    present: np.ndarray
+    clock: np.ndarray  # uint64, 0 where absent
+    flags: np.ndarray  # int32, 0 where absent
+    text: np.ndarray  # uint8 (present.sum(), 36)
+
+
+def split_uuids(arr: pa.Array) -> SplitUUIDs | None:
+    """The canonical v1 UUIDs of a string column (null or "" when absent) split into their fields;
+    None if any present value isn't one. Every step is a whole-column numpy operation."""
     n = len(arr)
     arr = arr.cast(pa.string())
-    valid = np.asarray(arr.is_valid().to_numpy(zero_copy_only=False), dtype=bool)
-    lengths = np.asarray(pc.fill_null(pc.utf8_length(arr), 0).to_numpy(zero_copy_only=False))
-    present = valid & (lengths > 0)
-    clock = np.zeros(n, dtype=np.uint64)
-    flags = np.zeros(n, dtype=np.int32)
-    if not present.any():
-        return present, clock, flags
-    if np.any(lengths[present] != UUID_CHARS):
-        return None
     buffers = arr.buffers()
     offsets = np.frombuffer(buffers[1], dtype=np.int32)[arr.offset : arr.offset + n + 1]
-    data = np.frombuffer(buffers[2], dtype=np.uint8)
-    m = data[offsets[:-1][present][:, None] + np.arange(UUID_CHARS)]
+    lengths = np.diff(offsets)
+    present = lengths > 0
+    if arr.null_count:
+        present &= np.asarray(arr.is_valid().to_numpy(zero_copy_only=False), dtype=bool)
+    clock = np.zeros(n, dtype=np.uint64)
+    flags = np.zeros(n, dtype=np.int32)
+    count = int(np.count_nonzero(present))
+    if not count:
+        return SplitUUIDs(present, clock, flags, np.zeros((0, UUID_CHARS), np.uint8))
+    if np.any(lengths[present] != UUID_CHARS):
+        return None
+    data = np.frombuffer(buffers[2], dtype=np.uint8) if buffers[2] is not None else np.zeros(0, np.uint8)
+    if count == n:  # the usual case: the values lie back to back, a reshape and no gather
+        m = data[offsets[0] : offsets[0] + n * UUID_CHARS].reshape(n, UUID_CHARS)
+    else:
+        m = data[offsets[:-1][present][:, None] + np.arange(UUID_CHARS)]
     if np.any(m[:, _DASHES] != ord("-")):
         return None
-    nib = _HEX[m[:, _HEX_COLS]]
-    if np.any(nib == 255):
+    # 32 hex digits -> 16 bytes, two digits per table lookup.
+    pairs = np.ascontiguousarray(m[:, _HEX_COLS]).view("<u2")
+    decoded = _HEX_PAIR[pairs]
+    if decoded.max() > 0xFF:
         return None
-    b = ((nib[:, 0::2] << 4) | nib[:, 1::2]).astype(np.uint64)
-    thv = (b[:, 6] << np.uint64(8)) | b[:, 7]
-    if np.any((thv >> np.uint64(12)) != 1) or np.any((b[:, 8] & np.uint64(0xC0)) != 0x80):
-        return None
-    time_low = (b[:, 0] << np.uint64(24)) | (b[:, 1] << np.uint64(16)) | (b[:, 2] << np.uint64(8)) | b[:, 3]
-    time_mid = (b[:, 4] << np.uint64(8)) | b[:, 5]
-    ts = ((thv & np.uint64(0xFFF)) << np.uint64(48)) | (time_mid << np.uint64(32)) | time_low
-    clock[present] = (ts << np.uint64(4)) | ((b[:, 8] >> np.uint64(2)) & np.uint64(0xF))
-    flags[present] = (((b[:, 8] << np.uint64(8)) | b[:, 9]) & np.uint64(0x3FF)).astype(np.int32)
-    return present, clock, flags
+    b = decoded.astype(np.uint8)
+    time_low = np.ascontiguousarray(b[:, 0:4]).view(">u4")[:, 0].astype(np.uint64)
+    time_mid = np.ascontiguousarray(b[:, 4:6]).view(">u2")[:, 0].astype(np.uint64)
+    time_hi_version = np.ascontiguousarray(b[:, 6:8]).view(">u2")[:, 0].astype(np.uint64)
+    clock_seq = np.ascontiguousarray(b[:, 8:10]).view(">u2")[:, 0].astype(np.uint64)
+    if np.any((time_hi_version >> np.uint64(12)) != 1) or np.any((clock_seq >> np.uint64(14)) != 2):
+        return None  # not version 1, or not the RFC 4122 variant
+    ts = ((time_hi_version & np.uint64(0xFFF)) << np.uint64(48)) | (time_mid << np.uint64(32)) | time_low
+    # Gazette's clock: the 60-bit timestamp, then the 4 clock-sequence bits above the 10 flag bits.
+    clock[present] = (ts << np.uint64(4)) | ((clock_seq >> np.uint64(10)) & np.uint64(0xF))
+    flags[present] = (clock_seq & np.uint64(0x3FF)).astype(np.int32)
+    # Lower case: every character is a hex digit or '-', and setting bit 0x20 lowers 'A'-'F' while
+    # leaving '0'-'9', 'a'-'f' and '-' (which all have it set) unchanged.
+    return SplitUUIDs(present, clock, flags, m | np.uint8(0x20))
+
+
+def _fixed_width_strings(text: np.ndarray, present: np.ndarray) -> pa.Array:
+    """A string column of `present`'s length: row i is the next row of `text` (a (k, width) byte
+    matrix, k = present.sum()) where present[i], else null."""
+    n = len(present)
+    width = text.shape[1]
+    lengths = present.astype(np.int32) * np.int32(width)
+    offsets = np.zeros(n + 1, np.int32)
+    np.cumsum(lengths, out=offsets[1:])
+    data = pa.py_buffer(np.ascontiguousarray(text).tobytes())
+    null_count = n - len(text)
+    validity = pa.py_buffer(np.packbits(present, bitorder="little")) if null_count else None
+    return pa.StringArray.from_buffers(n, pa.py_buffer(offsets), data, validity, null_count)
 
 
 def published_at_us(clock: np.ndarray) -> pa.Array:
@@ -291,9 +340,11 @@ class JournalDecoder:
         split = split_uuids(uuids)
         if split is None:
             return None
-        present, clock, flags = split
         fields = table.select([f.name for f in self.fields]) if self.fields is not None else None
-        return self._assemble(starts + base, ends + base, uuids, present, clock, flags, data, (starts, ends), fields)
+        return self._assemble(
+            starts + base, ends + base, None, split.present, split.clock, split.flags, data, (starts, ends), fields,
+            uuid_text=split.text,
+        )
 
     def _decode_slow(self, data: bytes, base: int) -> pa.Table:
         framing = framing_for(_CONTENT_TYPE_OF[self.framing], **self._framing_options())
@@ -383,7 +434,10 @@ class JournalDecoder:
         lines: tuple[np.ndarray, np.ndarray] | None,
         fields: pa.Table | None = None,
         values: pa.Array | None = None,
+        uuid_text: np.ndarray | None = None,
     ) -> pa.Table:
+        """The internal table. UUIDs come either as `uuids` (strings, the Decoder path) or as
+        `uuid_text`, split_uuids' lower-case byte matrix of the present ones (the fast path)."""
         n = len(begins)
         if values is None:
             if lines is not None and n:
@@ -399,11 +453,14 @@ class JournalDecoder:
             assert present is not None and flags is not None
             if np.any(clock >= np.uint64(CLOCK_LIMIT)):
                 raise SchemaMismatchError(f"journal {self.journal} ({self._where}) has a UUID clock >= 2^63")
-            absent = ~present
-            if uuids is None or not present.any():
+            if uuid_text is not None and len(uuid_text):
+                cols["uuid"] = _fixed_width_strings(uuid_text, present)
+                cols["producer"] = _fixed_width_strings(uuid_text[:, PRODUCER_CHARS], present)
+            elif uuids is None or not present.any():
                 cols["uuid"] = pa.nulls(n, pa.string())
                 cols["producer"] = pa.nulls(n, pa.string())
             else:
+                absent = ~present
                 lowered = pc.utf8_lower(uuids.cast(pa.string()))
                 cols["uuid"] = pc.if_else(pa.array(absent), pa.scalar(None, pa.string()), lowered)
                 cols["producer"] = pc.utf8_slice_codeunits(cols["uuid"], 24, 36)

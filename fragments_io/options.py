@@ -43,6 +43,7 @@ KNOWN_OPTIONS = {
         "beginModTime",
         "endModTime",
         "maxPartitionBytes",
+        "minPartitions",
         "ignoreCorruptFragments",
         "schema",
         "inferSchema",
@@ -52,7 +53,7 @@ KNOWN_OPTIONS = {
     )
 }
 STREAM_ONLY_OPTIONS = ("maxbytespertrigger", "checkpoint")
-BATCH_ONLY_OPTIONS = ("beginoffset", "endoffset", "beginmodtime", "endmodtime")
+BATCH_ONLY_OPTIONS = ("beginoffset", "endoffset", "beginmodtime", "endmodtime", "minpartitions")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -69,6 +70,7 @@ class ReadOptions:
     begin_mod_time: int | None = None  # unix seconds, inclusive
     end_mod_time: int | None = None  # unix seconds, exclusive
     max_partition_bytes: int = DEFAULT_MAX_PARTITION_BYTES
+    min_partitions: int | None = None  # batch: spread content over this many (None: the planner's cores)
     ignore_corrupt_fragments: bool = False
     schema: str | None = None  # DDL of the message fields
     infer_schema: bool = True
@@ -198,6 +200,8 @@ def parse_options(raw: Mapping[str, Any]) -> ReadOptions:
             kw[field] = parse_time(KNOWN_OPTIONS[key], opts[key])
     if "maxpartitionbytes" in opts:
         kw["max_partition_bytes"] = _int("maxPartitionBytes", opts["maxpartitionbytes"], 1)
+    if "minpartitions" in opts:
+        kw["min_partitions"] = _int("minPartitions", opts["minpartitions"], 1)
     if "ignorecorruptfragments" in opts:
         kw["ignore_corrupt_fragments"] = _bool("ignoreCorruptFragments", opts["ignorecorruptfragments"])
     if "schema" in opts:

@@ -98,51 +98,66 @@ def cover(fragments: Iterable[Fragment]) -> list[Fragment]:
     return list(CoverSet(reversed(ordered)))
 
 
+# As spark.sql.files.openCostInBytes: a task costs about as much as reading this much content, so
+# content is not spread thinner than this to fill more cores.
+OPEN_COST_BYTES = 4 << 20
+
+
 def plan_partitions(
-    journals: Iterable[JournalSource], isolation: str, bounds: RowBounds, max_partition_bytes: int
+    journals: Iterable[JournalSource],
+    isolation: str,
+    bounds: RowBounds,
+    max_partition_bytes: int,
+    min_partitions: int = 1,
 ) -> list[list[Task]]:
-    """Tasks packed into partitions of about `max_partition_bytes` of content each (never empty:
-    an empty read plans one partition with no tasks)."""
+    """Tasks packed into partitions of at most about `max_partition_bytes` of content each (never
+    empty: an empty read plans one partition with no tasks). Like Spark's file sources, content
+    is spread over at least `min_partitions` (the cores) when each gets OPEN_COST_BYTES or more,
+    so a small read still uses every core; partitions are balanced, not filled one by one."""
     selected = [j for j in journals if bounds.journal_ok(j.name)]
     if isolation == "committed":
-        parts = _pack_journals(
-            [Task(j.name, j.framing, tuple(cover(j.fragments)), True) for j in selected], max_partition_bytes
-        )
-    else:
-        parts = []
-        current: list[Task] = []
-        fill = 0
-        for j in selected:
-            run: list[Fragment] = []
-            for f in cover(j.fragments):
-                if not bounds.fragment_ok(f):
-                    continue
-                if fill and fill + f.length > max_partition_bytes:
-                    if run:
-                        current.append(Task(j.name, j.framing, tuple(run)))
-                        run = []
-                    parts.append(current)
-                    current, fill = [], 0
-                run.append(f)
-                fill += f.length
-            if run:
-                current.append(Task(j.name, j.framing, tuple(run)))
-        if current:
-            parts.append(current)
+        tasks = [Task(j.name, j.framing, tuple(cover(j.fragments)), True) for j in selected]
+        return _pack_journals(tasks, max_partition_bytes, min_partitions) or [[]]
+    runs = [(j, [f for f in cover(j.fragments) if bounds.fragment_ok(f)]) for j in selected]
+    total = sum(f.length for _, run in runs for f in run)
+    count = max(-(-total // max_partition_bytes), min(min_partitions, total // OPEN_COST_BYTES), 1)
+    target = total / count
+    parts: list[list[Task]] = []
+    current: list[Task] = []
+    fill = 0
+    for j, fragments in runs:
+        run: list[Fragment] = []
+        for f in fragments:
+            # Cut before `f` where that lands nearer the target (and never past the maximum).
+            if fill and (fill + f.length > max_partition_bytes or fill + f.length / 2 > target):
+                if run:
+                    current.append(Task(j.name, j.framing, tuple(run)))
+                    run = []
+                parts.append(current)
+                current, fill = [], 0
+            run.append(f)
+            fill += f.length
+        if run:
+            current.append(Task(j.name, j.framing, tuple(run)))
+    if current:
+        parts.append(current)
     return parts or [[]]
 
 
-def _pack_journals(tasks: list[Task], max_partition_bytes: int) -> list[list[Task]]:
+def _pack_journals(tasks: list[Task], max_partition_bytes: int, min_partitions: int = 1) -> list[list[Task]]:
     """Whole journals into bins of at most `max_partition_bytes` (a bigger journal is alone),
-    largest first, each into the least-filled bin that has room."""
+    largest first, each into the least-filled bin that has room; at least `min_partitions` bins
+    (as journals and OPEN_COST_BYTES allow), so the journals' commit decisions run in parallel."""
+    tasks = [t for t in tasks if t.fragments]
+    total = sum(t.size for t in tasks)
+    want = min(min_partitions, len(tasks), max(1, total // OPEN_COST_BYTES))
     bins: list[tuple[int, list[Task]]] = []
     for task in sorted(tasks, key=lambda t: (-t.size, t.journal)):
-        if not task.fragments:
-            continue
         best = None
-        for i, (fill, _) in enumerate(bins):
-            if fill + task.size <= max_partition_bytes and (best is None or fill < bins[best][0]):
-                best = i
+        if len(bins) >= want:
+            for i, (fill, _) in enumerate(bins):
+                if fill + task.size <= max_partition_bytes and (best is None or fill < bins[best][0]):
+                    best = i
         if best is None:
             bins.append((task.size, [task]))
         else:

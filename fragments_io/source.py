@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 import datetime as dt
+import os
 from collections.abc import Iterable, Iterator, Sequence
 from typing import Any
 
@@ -235,7 +236,12 @@ class GazetteReader(DataSourceReader):
 
     def partitions(self) -> list[GazettePartition]:
         found = discover(self.opts)
-        parts = plan_partitions(found.journals, self.opts.isolation, self.bounds, self.opts.max_partition_bytes)
+        # Spark's file sources spread a read over defaultParallelism; a Python planner cannot see
+        # it, so the cores of the machine planning the read stand in (exact for local[*] masters).
+        min_partitions = self.opts.min_partitions or os.cpu_count() or 1
+        parts = plan_partitions(
+            found.journals, self.opts.isolation, self.bounds, self.opts.max_partition_bytes, min_partitions
+        )
         return [GazettePartition(p) for p in parts]
 
     # -- reading (executors) ---------------------------------------------------------------------
@@ -314,7 +320,7 @@ class GazetteReader(DataSourceReader):
         for field in self.target:
             name = field.name
             if name == "journal":
-                col: Any = pa.array([journal] * n, pa.string())
+                col: Any = pa.repeat(pa.scalar(journal, pa.string()), n)
             elif name == "published_at":
                 assert published is not None
                 col = published.cast(pa.timestamp("us", tz="UTC"))
@@ -354,7 +360,7 @@ def commit_filter(
                 next_id,
                 table.column("begin").to_numpy(),
                 table.column("end").to_numpy(),
-                table.column("producer").to_pylist(),
+                table.column("producer"),
                 table.column("clock").to_numpy(),
                 table.column("flags").to_numpy(),
             )
