@@ -35,8 +35,9 @@ _EOF = object()
 _ROUTE_CHANGED = object()
 
 
-def apply_replicate(spool: Spool, req: pb.ReplicateRequest) -> pb.ReplicateResponse:
-    """Applies one request to the spool: a proposal (with registers) or content (with its delta)."""
+async def apply_replicate(spool: Spool, req: pb.ReplicateRequest) -> pb.ReplicateResponse:
+    """Applies one request to the spool: a proposal (with registers) or content (with its delta;
+    large content is written and hashed on a worker thread while this waits)."""
     if req.HasField("proposal"):
         if req.content:
             raise SpoolError("a ReplicateRequest carries either a proposal or content, not both")
@@ -52,7 +53,9 @@ def apply_replicate(spool: Spool, req: pb.ReplicateRequest) -> pb.ReplicateRespo
         return resp
     if req.HasField("registers") or req.acknowledge:
         raise SpoolError("a content ReplicateRequest carries only content and content_delta")
-    spool.apply_content(req.content, req.content_delta)
+    spooled = spool.submit_content(req.content, req.content_delta)
+    if spooled is not None:
+        await spooled
     return pb.ReplicateResponse(status=to_pb(Status.OK))
 
 
@@ -136,10 +139,12 @@ async def serve_replicate(
     try:
         while True:
             try:
-                resp = apply_replicate(spool, req)
+                resp = await apply_replicate(spool, req)
             except SpoolError as exc:
                 log.warning("Replicate of %s failed: %s", journal, exc)
                 await context.abort(grpc.StatusCode.FAILED_PRECONDITION, str(exc))
+            if released:
+                return  # the RPC ended while the content was written: the spool is no longer ours
             if req.acknowledge:
                 if header is not None:
                     resp.header.CopyFrom(header)
