@@ -178,7 +178,7 @@ class AsyncClient:
                     out.append(JournalInfo(JournalSpec.from_proto(j.spec), Route.from_proto(j.route), j.mod_revision))
             return out
 
-        return await self._call(listing)
+        return await self._call(listing, patient=False)
 
     # --- append ----------------------------------------------------------------------------------
     async def append(
@@ -311,7 +311,7 @@ class AsyncClient:
                 return resp.write_head
             return 0
 
-        return await self._call(head)
+        return await self._call(head, patient=False)
 
     # --- fragments -------------------------------------------------------------------------------
     async def list_fragments(
@@ -354,16 +354,18 @@ class AsyncClient:
     async def _unary(self, method_name: str, req):
         return await self._call(lambda stub: getattr(stub, method_name)(req))
 
-    async def _call(self, make_call, retry_statuses: frozenset[Status] = frozenset()):
+    async def _call(self, make_call, retry_statuses: frozenset[Status] = frozenset(), patient: bool = True):
         """Runs an RPC (made anew per attempt on the endpoint in use), retrying gRPC UNAVAILABLE
-        (on the next endpoint) and `retry_statuses`."""
+        (on the next endpoint) and `retry_statuses`. An impatient call (a listing, a head) tries
+        each endpoint once, so a mistyped or dead broker address fails at once."""
         attempt = 0
+        unavailable_attempts = MAX_RETRY_ATTEMPTS if patient else len(self.endpoints) - 1
         while True:
             stub = self.stub
             try:
                 resp = await make_call(stub)
             except grpc.aio.AioRpcError as exc:
-                if exc.code() != grpc.StatusCode.UNAVAILABLE or attempt >= MAX_RETRY_ATTEMPTS:
+                if exc.code() != grpc.StatusCode.UNAVAILABLE or attempt >= unavailable_attempts:
                     raise _from_rpc_error(exc) from exc
                 self.failover(stub)
             else:
