@@ -6,8 +6,7 @@ StreamContent -> ReadAcknowledgements, ending in Finished, Error or Proxy. The F
 replica's pipeline slot from AcquirePipeline until it hands the send side back in
 ReadAcknowledgements; acknowledgements are then read in order behind a read barrier, so appends
 overlap (full duplex). Commit = an empty content message then half-close; anything else rolls back.
-The client's messages are read ahead by a task of their own (`ReadAhead`), so the pipeline is held to
-replicate, not to wait on the client. The pulse and Flush run the same FSM as zero-byte appends.
+The pulse and Flush run the same FSM as zero-byte appends.
 """
 
 from __future__ import annotations
@@ -16,7 +15,6 @@ import asyncio
 import enum
 import hashlib
 import logging
-from collections import deque
 from collections.abc import AsyncIterator
 from typing import TYPE_CHECKING
 
@@ -40,7 +38,7 @@ from gazette.protocol.selector import LabelSelector
 from gazette.protocol.spec import SuspendLevel
 from gazette.protocol.status import Status, to_pb
 from gazette.protocol.validate import split_journal_meta, validate_journal_name
-from gazette.tasks import cancel_and_wait, first_of
+from gazette.tasks import first_of
 
 if TYPE_CHECKING:
     from gazette.broker.broker import Broker
@@ -53,12 +51,6 @@ STORE_HEALTH_MAX_FAILED_CHECKS = 5
 # A primary whose replica is not yet built (the reconcile lags the KeySpace) re-resolves after this.
 REPLICA_WAIT_S = 0.02
 
-# The client's content read ahead of the FSM, per append: a chunk may be read while the last is
-# replicated (the client's chunks are up to 1 MiB, so about two chunks are held at once).
-READ_AHEAD_BYTES = 1 << 20
-# The client's SHA1 of content at least this large is computed on a worker thread, beside the spool's.
-CLIENT_SUM_OFFLOAD_MIN_BYTES = 64 * 1024
-
 SUSPEND = pb.AppendRequest.Suspend
 
 
@@ -69,74 +61,6 @@ class AppendFailed(Exception):
     def __init__(self, message: str, code: grpc.StatusCode) -> None:
         super().__init__(message)
         self.code = code
-
-
-class ReadAhead:
-    """The client's AppendRequests after the first, read by a task of their own up to READ_AHEAD_BYTES
-    ahead of the FSM. A small append's content, commit message and EOF are then usually in hand by
-    the time it holds the pipeline (which serializes a journal's appends), and a large append's next
-    chunk arrives while the last one is replicated. Iterates (request, content) pairs; `requests()`
-    yields the requests alone (to proxy them). `close()` stops the reading task."""
-
-    def __init__(self, requests: AsyncIterator[pb.AppendRequest], max_bytes: int = READ_AHEAD_BYTES) -> None:
-        if max_bytes <= 0:
-            raise ValueError(f"read-ahead of {max_bytes} bytes is not positive")
-        self._requests = requests
-        self._max_bytes = max_bytes
-        self._buffered_bytes = 0
-        # Items: (request, content), an exception the client's stream raised, or None at its end.
-        self._items: deque[tuple[pb.AppendRequest, bytes] | BaseException | None] = deque()
-        self._arrived = asyncio.Event()  # set while _items is not empty
-        self._room = asyncio.Event()  # set while fewer than max_bytes are buffered
-        self._room.set()
-        self._task = asyncio.create_task(self._read(), name="append read-ahead")
-
-    async def _read(self) -> None:
-        try:
-            async for req in self._requests:
-                content = req.content  # one copy out of the message, here rather than in the FSM
-                self._buffered_bytes += len(content)
-                self._put((req, content))
-                if self._buffered_bytes >= self._max_bytes:
-                    self._room.clear()
-                    await self._room.wait()
-            self._put(None)
-        except asyncio.CancelledError as exc:
-            # close() cancels only when no one reads on; any other cancellation must still reach
-            # the reader, which would otherwise wait forever.
-            self._put(exc)
-            raise
-        except Exception as exc:  # the client's stream broke: the FSM rolls back when it gets here
-            self._put(exc)
-
-    def _put(self, item: tuple[pb.AppendRequest, bytes] | BaseException | None) -> None:
-        self._items.append(item)
-        self._arrived.set()
-
-    def __aiter__(self) -> ReadAhead:
-        return self
-
-    async def __anext__(self) -> tuple[pb.AppendRequest, bytes]:
-        while not self._items:
-            self._arrived.clear()
-            await self._arrived.wait()
-        item = self._items[0]
-        if item is None:
-            raise StopAsyncIteration
-        if isinstance(item, BaseException):
-            raise item
-        self._items.popleft()
-        self._buffered_bytes -= len(item[1])
-        if self._buffered_bytes < self._max_bytes:
-            self._room.set()
-        return item
-
-    async def requests(self) -> AsyncIterator[pb.AppendRequest]:
-        async for req, _ in self:
-            yield req
-
-    async def close(self) -> None:
-        await cancel_and_wait(self._task)
 
 
 class State(enum.Enum):
@@ -201,7 +125,7 @@ class AppendFSM:
             await handlers[self.state]()
         return self.state
 
-    async def run(self, requests: ReadAhead) -> State:
+    async def run(self, requests: AsyncIterator[pb.AppendRequest]) -> State:
         """The whole FSM over a client's content stream (already past its first message)."""
         try:
             if await self.run_to_stream() != State.STREAM_CONTENT:
@@ -476,7 +400,7 @@ class AppendFSM:
         self.state = State.RESOLVE
 
     # --- content ---------------------------------------------------------------------------------
-    async def _stream_content(self, requests: ReadAhead) -> None:
+    async def _stream_content(self, requests: AsyncIterator[pb.AppendRequest]) -> None:
         res, pln, req = self.res, self.pln, self.req
         assert res is not None and res.spec is not None and pln is not None
         spec = res.spec
@@ -494,30 +418,22 @@ class AppendFSM:
         problem: str | None = None
         eof = False
         try:
-            async for chunk, content in requests:
+            async for chunk in requests:
                 if self.client_commit:
                     problem = "expected EOF after the empty commit message"
                     break
                 if chunk.journal or chunk.HasField("header") or chunk.offset:
                     problem = "expected a content-only AppendRequest"
                     break
+                content = chunk.content
                 if not content:
                     self.client_commit = True
                     continue
                 if not spec.writable or req.suspend in (SUSPEND.SUSPEND_IF_FLUSHED, SUSPEND.SUSPEND_NOW, SUSPEND.SUSPEND_KEEP):
                     self.status = Status.NOT_ALLOWED
                     break
-                if len(content) >= CLIENT_SUM_OFFLOAD_MIN_BYTES:
-                    # Hashed on a worker thread while the chunk is replicated (the spool hashes it
-                    # too, but over the whole fragment: the client's commit has a SHA1 of its own).
-                    summed = asyncio.get_running_loop().run_in_executor(None, self.client_sum.update, content)
-                    try:
-                        await pln.scatter_content(content, self.client_length)
-                    finally:
-                        await asyncio.shield(summed)  # no later update may overtake this one
-                else:
-                    await pln.scatter_content(content, self.client_length)
-                    self.client_sum.update(content)
+                await pln.scatter(pb.ReplicateRequest(content=content, content_delta=self.client_length))
+                self.client_sum.update(content)
                 self.client_length += len(content)
                 self.total_chunks += 1
                 if pln.send_err() is not None:
@@ -610,14 +526,10 @@ async def serve_append(
         await context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(exc))
 
     fsm = AppendFSM(broker, first)
-    rest = ReadAhead(requests)
-    try:
-        state = await fsm.run(rest)
-        if state == State.PROXY:
-            assert fsm.res is not None
-            return await broker.proxy.append(fsm.res, first, rest.requests())
-    finally:
-        await rest.close()
+    state = await fsm.run(requests)
+    if state == State.PROXY:
+        assert fsm.res is not None
+        return await broker.proxy.append(fsm.res, first, requests)
     if fsm.err is not None:
         raise fsm.err
     return fsm.response()
@@ -632,9 +544,5 @@ async def zero_byte_append(broker: Broker, journal: str, *, suspend: int = SUSPE
     req = pb.AppendRequest(journal=journal, do_not_proxy=True)
     req.suspend = suspend  # type: ignore[assignment]
     fsm = AppendFSM(broker, req, force_roll=force_roll)
-    rest = ReadAhead(_commit_only())
-    try:
-        await fsm.run(rest)
-    finally:
-        await rest.close()
+    await fsm.run(_commit_only())
     return fsm

@@ -33,33 +33,6 @@ def member_name(m: pb.ProcessSpec.ID) -> str:
     return f"{m.zone}#{m.suffix}"
 
 
-# Wire tags of ReplicateRequest's `content` (field 6, length-delimited) and `content_delta` (field 7,
-# varint): see content_request_bytes.
-_CONTENT_TAG = bytes([6 << 3 | 2])
-_CONTENT_DELTA_TAG = bytes([7 << 3 | 0])
-
-
-def _varint(n: int) -> bytes:
-    out = bytearray()
-    while n > 0x7F:
-        out.append(n & 0x7F | 0x80)
-        n >>= 7
-    out.append(n)
-    return bytes(out)
-
-
-def content_request_bytes(content: bytes, content_delta: int) -> bytes:
-    """`ReplicateRequest(content=content, content_delta=content_delta).SerializeToString()`, with one
-    copy of `content` instead of three (into the message, out of it, into the serialization): for
-    1 MiB chunks those copies were a good part of the primary's time."""
-    if content_delta < 0:
-        raise ValueError(f"content_delta {content_delta} is negative (expected >= 0)")
-    parts = [_CONTENT_TAG, _varint(len(content)), content] if content else []
-    if content_delta:
-        parts += [_CONTENT_DELTA_TAG, _varint(content_delta)]
-    return b"".join(parts)
-
-
 class Pipeline:
     def __init__(
         self,
@@ -99,65 +72,31 @@ class Pipeline:
 
     # --- send side -------------------------------------------------------------------------------
     async def scatter(self, req: pb.ReplicateRequest) -> None:
-        """Sends `req` (a proposal) to every peer whose stream is healthy, then applies it to the
-        local spool. Content goes by `scatter_content`."""
-        if req.HasField("header"):
-            out = pb.ReplicateRequest()
-            out.CopyFrom(req)
-            per_peer: dict[int, bytes] = {}
-            for i in self._healthy_peers():
+        """Sends `req` to every peer whose stream is healthy, then applies it to the local spool."""
+        has_header = req.HasField("header")
+        data = b"" if has_header or not self._has_peers else req.SerializeToString()  # once for all peers
+        for i, stream in enumerate(self.streams):
+            if stream is None or self.send_errs[i] is not None:
+                continue
+            if has_header:
+                out = pb.ReplicateRequest()
+                out.CopyFrom(req)
                 out.header.process_id.CopyFrom(self.route.members[i])
-                per_peer[i] = out.SerializeToString()
-            await self._write_peers(per_peer.__getitem__)
-        elif self._has_peers:
-            data = req.SerializeToString()  # once for all peers
-            await self._write_peers(lambda _: data)
+                data = out.SerializeToString()
+            try:
+                await stream.write(data)
+            except asyncio.CancelledError:
+                raise
+            except BaseException as exc:  # the real cause is read on receive
+                self.send_errs[i] = exc
         spool = self.spool
-        if not req.HasField("proposal"):
-            spooled = spool.submit_content(req.content, req.content_delta)
-            if spooled is not None:
-                await spooled
-            return
-        status, _, _ = spool.apply_proposal(Fragment.from_proto(req.proposal), LabelSet.from_proto(req.registers))
-        if status != Status.OK:
-            # Proposals are derived from this very spool: a refusal is a bug, not a peer fault.
-            raise RuntimeError(f"primary spool of {spool.journal} refused its own proposal: {status.name}")
-
-    async def scatter_content(self, content: bytes, content_delta: int) -> None:
-        """Sends `content` at `content_delta` to every healthy peer while the local spool writes and
-        hashes it (on a worker thread when large); returns once both are done."""
-        spooled = self.spool.submit_content(content, content_delta)
-        if self._has_peers:
-            data = content_request_bytes(content, content_delta)
-            await self._write_peers(lambda _: data)
-        if spooled is not None:
-            await spooled
-
-    def _healthy_peers(self) -> list[int]:
-        return [i for i, s in enumerate(self.streams) if s is not None and self.send_errs[i] is None]
-
-    async def _write_peers(self, data_for: Callable[[int], bytes]) -> None:
-        """Writes each healthy peer its message, all at once: a write waits for gRPC to take the
-        message, and waiting for the peers one after another would add those waits up."""
-        peers = self._healthy_peers()
-        if not peers:
-            return
-        others = [asyncio.ensure_future(self._write_peer(i, data_for(i))) for i in peers[1:]]
-        try:
-            await self._write_peer(peers[0], data_for(peers[0]))
-        finally:
-            if others:  # also when cancelled: no write may outlive the scatter that made it
-                await asyncio.gather(*others, return_exceptions=True)
-
-    async def _write_peer(self, i: int, data: bytes) -> None:
-        stream = self.streams[i]
-        assert stream is not None
-        try:
-            await stream.write(data)
-        except asyncio.CancelledError:
-            raise
-        except BaseException as exc:  # the real cause is read on receive
-            self.send_errs[i] = exc
+        if req.HasField("proposal"):
+            status, _, _ = spool.apply_proposal(Fragment.from_proto(req.proposal), LabelSet.from_proto(req.registers))
+            if status != Status.OK:
+                # Proposals are derived from this very spool: a refusal is a bug, not a peer fault.
+                raise RuntimeError(f"primary spool of {spool.journal} refused its own proposal: {status.name}")
+        else:
+            spool.apply_content(req.content, req.content_delta)
 
     def send_err(self) -> PipelineError | None:
         for i, err in enumerate(self.send_errs):

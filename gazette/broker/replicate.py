@@ -35,9 +35,8 @@ _EOF = object()
 _ROUTE_CHANGED = object()
 
 
-async def apply_replicate(spool: Spool, req: pb.ReplicateRequest) -> pb.ReplicateResponse:
-    """Applies one request to the spool: a proposal (with registers) or content (with its delta;
-    large content is written and hashed on a worker thread while this waits)."""
+def apply_replicate(spool: Spool, req: pb.ReplicateRequest) -> pb.ReplicateResponse:
+    """Applies one request to the spool: a proposal (with registers) or content (with its delta)."""
     if req.HasField("proposal"):
         if req.content:
             raise SpoolError("a ReplicateRequest carries either a proposal or content, not both")
@@ -53,9 +52,7 @@ async def apply_replicate(spool: Spool, req: pb.ReplicateRequest) -> pb.Replicat
         return resp
     if req.HasField("registers") or req.acknowledge:
         raise SpoolError("a content ReplicateRequest carries only content and content_delta")
-    spooled = spool.submit_content(req.content, req.content_delta)
-    if spooled is not None:
-        await spooled
+    spool.apply_content(req.content, req.content_delta)
     return pb.ReplicateResponse(status=to_pb(Status.OK))
 
 
@@ -139,12 +136,10 @@ async def serve_replicate(
     try:
         while True:
             try:
-                resp = await apply_replicate(spool, req)
+                resp = apply_replicate(spool, req)
             except SpoolError as exc:
                 log.warning("Replicate of %s failed: %s", journal, exc)
                 await context.abort(grpc.StatusCode.FAILED_PRECONDITION, str(exc))
-            if released:
-                return  # the RPC ended while the content was written: the spool is no longer ours
             if req.acknowledge:
                 if header is not None:
                     resp.header.CopyFrom(header)

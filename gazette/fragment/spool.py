@@ -2,20 +2,14 @@
 
 Holds the committed Fragment, its local SpoolFile, the registers, `delta` pending bytes and a running
 SHA1 (with a copy saved at the last commit). Not thread-safe: one owner at a time (the broker's lock).
-Large content may be written and hashed on a worker thread (`submit_content`) so the event loop is free
-meanwhile; every other call first waits for that write, so the spool is never seen half-applied.
 Invariant: the proposal rules are exact equality of Fragment and registers (reference 12, item 1).
 """
 
 from __future__ import annotations
 
-import asyncio
-import concurrent.futures
 import dataclasses
 import hashlib
-import threading
 import time
-from collections.abc import Awaitable
 from typing import Protocol
 
 from gazette.fragment.fragment import ZERO_SUM, Codec, Fragment
@@ -24,30 +18,6 @@ from gazette.protocol.labels import LabelSet
 from gazette.protocol.status import Status
 
 __all__ = ["CompletedSpool", "Spool", "SpoolError", "SpoolObserver"]
-
-# Content of at least this size is written and hashed on a worker thread by `submit_content` (pwrite
-# and SHA1 both release the GIL); smaller content costs less inline than the hand-off to a thread.
-SPOOL_OFFLOAD_MIN_BYTES = 64 * 1024
-SPOOL_IO_THREADS = 4  # shared by every spool of the process; each spool has at most one write running
-
-_io_pool: concurrent.futures.ThreadPoolExecutor | None = None
-_io_pool_lock = threading.Lock()
-
-
-def _spool_io_pool() -> concurrent.futures.ThreadPoolExecutor:
-    global _io_pool
-    with _io_pool_lock:
-        if _io_pool is None:
-            _io_pool = concurrent.futures.ThreadPoolExecutor(SPOOL_IO_THREADS, thread_name_prefix="gazette-spool-io")
-        return _io_pool
-
-
-@dataclasses.dataclass(eq=False)
-class _PendingContent:
-    """Content counted in `delta` whose write and hash run on a worker thread."""
-
-    future: concurrent.futures.Future[None]
-    length: int
 
 
 @dataclasses.dataclass
@@ -80,61 +50,18 @@ class Spool:
         self._directory = directory
         self._summer = hashlib.sha1()  # over [begin, end + delta)
         self._saved = self._summer.copy()  # over [begin, end): the state at the last commit
-        self._pending: _PendingContent | None = None  # see submit_content
 
     # --- content and proposals --------------------------------------------------------------------
 
     def apply_content(self, content: bytes, content_delta: int) -> None:
         """Spools `content` after the pending bytes; `content_delta` must equal `delta`."""
-        file, offset = self._accept_content(content, content_delta)
-        if file is None:
-            return
-        file.pwrite(offset, content)
-        # Hash only after the write landed, so a failed write leaves the spool unchanged.
-        self._summer.update(content)
-        self.delta += len(content)
-
-    def submit_content(self, content: bytes, content_delta: int) -> Awaitable[None] | None:
-        """`apply_content`, with the write and hash of content of at least SPOOL_OFFLOAD_MIN_BYTES on a
-        worker thread: checks `content_delta` and counts the content in `delta` now, and returns what to
-        await for the write (raising its error, the content then uncounted again), or None when the
-        content was applied inline. Until the write is done, any other call on the spool first waits
-        for it (blocking; at most one chunk's write and hash)."""
-        if len(content) < SPOOL_OFFLOAD_MIN_BYTES:
-            self.apply_content(content, content_delta)
-            return None
-        file, offset = self._accept_content(content, content_delta)
-        assert file is not None
-        summer = self._summer  # a rollback meanwhile replaces it: this write then hashes a discarded one
-
-        def write_and_hash() -> None:
-            file.pwrite(offset, content)
-            summer.update(content)  # only after the write landed, as in apply_content
-
-        pending = _PendingContent(_spool_io_pool().submit(write_and_hash), len(content))
-        self._pending = pending
-        self.delta += len(content)
-        done = asyncio.wrap_future(pending.future)
-        done.add_done_callback(lambda f: self._on_written(pending, f))
-        return done
-
-    def _on_written(self, pending: _PendingContent, done: asyncio.Future[None]) -> None:
-        """Runs on the loop before the awaiting owner resumes, and also when the owner was cancelled
-        (then it waits for the thread: a write cannot be stopped once it started)."""
-        if not done.cancelled():
-            done.exception()  # the owner raises it if it awaits; if it never does, asyncio must not log it
-        self._settle(pending)
-
-    def _accept_content(self, content: bytes, content_delta: int) -> tuple[SpoolFile | None, int]:
-        """Checks `content_delta` and returns (file, offset) to write `content` at; (None, 0) if empty."""
-        self._settle_pending()
         if content_delta != self.delta:
             raise SpoolError(
                 f"content_delta {content_delta} of journal {self.journal} does not match: "
                 f"expected the spool's delta {self.delta}"
             )
         if not content:
-            return None, 0
+            return
         file = self.file
         if file is None:
             if self.fragment.length:
@@ -142,25 +69,13 @@ class Spool:
                     f"spool of {self.journal} at {self.fragment.begin} is not empty but has no file"
                 )
             file = self.file = SpoolFile(self.fragment.begin, self._directory)
-        return file, self.fragment.end + self.delta
-
-    def _settle_pending(self) -> None:
-        if self._pending is not None:
-            self._settle(self._pending)
-
-    def _settle(self, pending: _PendingContent) -> None:
-        """Waits for `pending`'s write (if still running) and, if it failed, uncounts its content."""
-        if self._pending is not pending:
-            return  # settled already
-        self._pending = None
-        try:
-            pending.future.result()
-        except BaseException:  # the awaiting owner sees the error; the spool must just not count it
-            self.delta -= pending.length
+        file.pwrite(self.fragment.end + self.delta, content)
+        # Hash only after the write landed, so a failed write leaves the spool unchanged.
+        self._summer.update(content)
+        self.delta += len(content)
 
     def apply_proposal(self, proposal: Fragment, registers: LabelSet) -> tuple[Status, Fragment, LabelSet]:
         """Applies the four proposal rules of reference 2.2, in order; returns (status, fragment, registers)."""
-        self._settle_pending()
         frag = self.fragment
         # 1. Roll forward: beyond anything we know, or an empty fragment at exactly our end.
         if proposal.end > frag.end + self.delta or (
@@ -215,7 +130,6 @@ class Spool:
 
     def next(self) -> Fragment:
         """The current fragment extended by `delta` with the running SHA1: what a commit proposes."""
-        self._settle_pending()
         frag = self.fragment
         if self.delta == 0:
             return frag
@@ -274,7 +188,6 @@ class Spool:
     def discard(self) -> None:
         """Drops the current fragment and any pending content without handing them to the
         persister (a former primary's spool after lease loss may hold unacknowledged commits)."""
-        self._settle_pending()
         if self.file is not None:
             self.file.close()
         self.file = None

@@ -154,22 +154,22 @@ def test_too_few_brokers_for_the_replication_is_refused(cluster):
     assert client.read_all(J) == b""
 
 
-async def test_replicate_requests_follow_the_proposal_rules():
+def test_replicate_requests_follow_the_proposal_rules():
     """A replica's answer to proposals (reference 3.7, 12 item 1): a mismatch carries its fragment
     and registers; content must come with the delta it extends."""
     spool = Spool("a/journal", _NullObserver())
     regs = LabelSet({"k": "v"})
     roll = Fragment(journal="a/journal", begin=5, end=5, sum=ZERO_SUM, codec=Codec.NONE)  # adopts registers
-    assert (await apply_replicate(spool, pb.ReplicateRequest(proposal=roll.to_proto(), registers=regs.to_proto()))).status == pb.OK
-    assert (await apply_replicate(spool, pb.ReplicateRequest(content=b"abc", content_delta=0))).status == pb.OK
+    assert apply_replicate(spool, pb.ReplicateRequest(proposal=roll.to_proto(), registers=regs.to_proto())).status == pb.OK
+    assert apply_replicate(spool, pb.ReplicateRequest(content=b"abc", content_delta=0)).status == pb.OK
     bad = Fragment(journal="a/journal", begin=5, end=8, sum=b"\x01" * 20, codec=Codec.NONE)
-    resp = await apply_replicate(spool, pb.ReplicateRequest(proposal=bad.to_proto(), registers=regs.to_proto()))
+    resp = apply_replicate(spool, pb.ReplicateRequest(proposal=bad.to_proto(), registers=regs.to_proto()))
     assert resp.status == pb.PROPOSAL_MISMATCH
     assert Fragment.from_proto(resp.fragment) == roll and LabelSet.from_proto(resp.registers) == regs
     with pytest.raises(Exception, match="content_delta"):
-        await apply_replicate(spool, pb.ReplicateRequest(content=b"d", content_delta=7))
+        apply_replicate(spool, pb.ReplicateRequest(content=b"d", content_delta=7))
     with pytest.raises(Exception, match="registers"):
-        await apply_replicate(spool, pb.ReplicateRequest(proposal=roll.to_proto()))
+        apply_replicate(spool, pb.ReplicateRequest(proposal=roll.to_proto()))
 
 
 class _NullObserver:

@@ -5,17 +5,15 @@ A model check drives random content/commit/rollback/roll sequences against plain
 
 from __future__ import annotations
 
-import asyncio
 import hashlib
 import os
-import threading
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from gazette.fragment.fragment import ZERO_SUM, Codec, Fragment
-from gazette.fragment.spool import SPOOL_OFFLOAD_MIN_BYTES, CompletedSpool, Spool, SpoolError
+from gazette.fragment.spool import CompletedSpool, Spool, SpoolError
 from gazette.fragment.spool_file import SpoolFile
 from gazette.protocol.errors import GazetteError
 from gazette.protocol.labels import LabelSet
@@ -370,85 +368,3 @@ def test_spool_matches_a_simple_model(tmp_path_factory, ops):
     assert [
         b"".join(c.file.reader(c.fragment.begin, c.fragment.end)) for c in rec.completed
     ] == expect_completed
-
-
-# --- content written and hashed on a worker thread (submit_content) -------------------------------
-BIG = 3 * SPOOL_OFFLOAD_MIN_BYTES // 2  # offloaded; smaller chunks are applied inline
-
-
-def _file_bytes(spool: Spool) -> bytes:
-    assert spool.file is not None
-    return spool.file.pread(spool.fragment.begin, spool.fragment.length)
-
-
-async def test_submitted_content_commits_like_inline_content(spool: Spool, rec: Recorder):
-    chunks = [os.urandom(BIG), b"small", os.urandom(BIG + 1)]
-    for chunk in chunks:
-        spooled = spool.submit_content(chunk, spool.delta)
-        assert (spooled is None) == (len(chunk) < SPOOL_OFFLOAD_MIN_BYTES)
-        assert spool.delta == sum(len(c) for c in chunks[: chunks.index(chunk) + 1])  # counted at once
-        if spooled is not None:
-            await spooled
-    status, frag, _ = spool.apply_proposal(spool.next(), R1)
-    data = b"".join(chunks)
-    assert status == Status.OK and frag == Fragment(J, 0, len(data), sha1(data))
-    assert _file_bytes(spool) == data and rec.commits[-1][0] == frag
-
-
-async def test_spool_waits_for_a_write_nobody_awaited(spool: Spool):
-    """A cancelled owner may never await its write: the next call on the spool waits for it."""
-    data = os.urandom(BIG)
-    spool.submit_content(data, 0)  # not awaited
-    assert spool.next() == Fragment(J, 0, BIG, sha1(data))
-    assert spool.apply_proposal(spool.next(), R1)[0] == Status.OK
-    assert _file_bytes(spool) == data
-
-
-async def test_failed_write_is_uncounted_and_the_spool_goes_on(spool: Spool, monkeypatch):
-    good = os.urandom(BIG)
-    append(spool, good[:10], registers=R1)
-
-    def full(self, offset, data):
-        raise OSError(28, "No space left on device")
-
-    with monkeypatch.context() as m:
-        m.setattr(SpoolFile, "pwrite", full)
-        spooled = spool.submit_content(os.urandom(BIG), 0)
-        assert spooled is not None and spool.delta == BIG
-        with pytest.raises(OSError, match="No space"):
-            await spooled
-    assert spool.delta == 0 and spool.next() == spool.fragment  # as if never sent
-    spooled = spool.submit_content(good[10:], 0)
-    assert spooled is not None
-    await spooled
-    assert spool.apply_proposal(spool.next(), R1)[0] == Status.OK
-    assert spool.fragment == Fragment(J, 0, BIG, sha1(good)) and _file_bytes(spool) == good
-
-
-async def test_rollback_during_a_write_waits_for_it_and_discards_it(spool: Spool, monkeypatch):
-    """The owner is cancelled while its write runs; the rollback that follows must not race the
-    write, and the next content (at the same offset) is what the file and SHA1 then hold."""
-    started, release = threading.Event(), threading.Event()
-    real = SpoolFile.pwrite
-
-    def slow(self, offset, data):
-        started.set()
-        assert release.wait(10)
-        real(self, offset, data)
-
-    monkeypatch.setattr(SpoolFile, "pwrite", slow)
-    spooled = spool.submit_content(b"x" * BIG, 0)
-    assert spooled is not None
-    owner = asyncio.ensure_future(spooled)
-    assert await asyncio.to_thread(started.wait, 10)
-    owner.cancel()
-    threading.Timer(0.05, release.set).start()  # the rollback below blocks until the write is done
-    spool.rollback()
-    assert spool.delta == 0
-    monkeypatch.setattr(SpoolFile, "pwrite", real)
-    data = os.urandom(BIG)
-    spooled = spool.submit_content(data, 0)
-    assert spooled is not None
-    await spooled
-    assert spool.apply_proposal(spool.next(), R1)[0] == Status.OK
-    assert spool.fragment == Fragment(J, 0, BIG, sha1(data)) and _file_bytes(spool) == data
