@@ -115,7 +115,8 @@ def test_forced_mismatch_without_java_exits_non_zero_and_keep_leaves_the_cluster
             assert line is not None, "the demo exited before leaving the cluster up:\n" + "".join(out)[-4000:]
             out.append(line)
         text = "".join(out)
-        assert demo.JAVA_MISSING in text
+        assert "FAILED" not in text, text[-4000:]
+        assert demo.JAVA_MISSING in text, text[-4000:]
         assert "Spark SQL counts" not in text
         assert "MISMATCH consumer counts differ from the corpus" in text
         assert "demo ok" not in text
