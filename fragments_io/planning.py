@@ -9,7 +9,8 @@ RowBounds holds every bound (options and claimed filters) and is applied row-exa
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
+from typing import Protocol, TypeVar
 
 from fragments_io.discovery import JournalSource
 from gazette.fragment.cover_set import CoverSet
@@ -145,16 +146,33 @@ def plan_partitions(
 
 
 def _pack_journals(tasks: list[Task], max_partition_bytes: int, min_partitions: int = 1) -> list[list[Task]]:
-    """Whole journals into bins of at most `max_partition_bytes` (a bigger journal is alone),
-    largest first, each into the least-filled bin that has room; at least `min_partitions` bins
-    (as journals and OPEN_COST_BYTES allow), so the journals' commit decisions run in parallel."""
+    """Whole journals into bins of at most `max_partition_bytes` (a bigger journal is alone); at
+    least `min_partitions` bins (as journals and OPEN_COST_BYTES allow), so the journals' commit
+    decisions run in parallel."""
     tasks = [t for t in tasks if t.fragments]
     total = sum(t.size for t in tasks)
-    want = min(min_partitions, len(tasks), max(1, total // OPEN_COST_BYTES))
-    bins: list[tuple[int, list[Task]]] = []
+    return pack_by_size(tasks, max_partition_bytes, min(min_partitions, len(tasks), max(1, total // OPEN_COST_BYTES)))
+
+
+class Sized(Protocol):
+    @property
+    def size(self) -> int: ...
+
+    @property
+    def journal(self) -> str: ...
+
+
+S = TypeVar("S", bound=Sized)
+
+
+def pack_by_size(tasks: Sequence[S], max_partition_bytes: int, min_bins: int = 0) -> list[list[S]]:
+    """Tasks into bins of at most `max_partition_bytes` (a bigger task is alone), largest first, each
+    into the least-filled bin with room once `min_bins` bins are open; deterministic for the same
+    tasks, and each bin sorted by journal."""
+    bins: list[tuple[int, list[S]]] = []
     for task in sorted(tasks, key=lambda t: (-t.size, t.journal)):
         best = None
-        if len(bins) >= want:
+        if len(bins) >= min_bins:
             for i, (fill, _) in enumerate(bins):
                 if fill + task.size <= max_partition_bytes and (best is None or fill < bins[best][0]):
                     best = i

@@ -32,7 +32,7 @@ from fragments_io.decode import JournalDecoder, read_content
 from fragments_io.discovery import JournalSource, discover
 from fragments_io.errors import FragmentsIOError, OptionError
 from fragments_io.options import BATCH_ONLY_OPTIONS, KNOWN_OPTIONS, ReadOptions
-from fragments_io.planning import cover
+from fragments_io.planning import cover, pack_by_size
 from fragments_io.source import GazetteReader, commit_filter
 from gazette.fragment.fragment import Fragment
 from gazette.message.checkpoint import Checkpoint, ProducerState
@@ -191,19 +191,7 @@ class StreamPartition(InputPartition):
 def pack(tasks: Sequence[StreamTask], max_partition_bytes: int) -> list[list[StreamTask]]:
     """Tasks into bins of at most `max_partition_bytes` (a bigger task is alone), largest first, each
     into the least-filled bin with room; deterministic for the same tasks."""
-    bins: list[tuple[int, list[StreamTask]]] = []
-    for task in sorted(tasks, key=lambda t: (-t.size, t.journal)):
-        best = None
-        for i, (fill, _) in enumerate(bins):
-            if fill + task.size <= max_partition_bytes and (best is None or fill < bins[best][0]):
-                best = i
-        if best is None:
-            bins.append((task.size, [task]))
-        else:
-            fill, members = bins[best]
-            members.append(task)
-            bins[best] = (fill + task.size, members)
-    return [sorted(members, key=lambda t: t.journal) for _, members in bins]
+    return pack_by_size(tasks, max_partition_bytes)
 
 
 # -- the reader ------------------------------------------------------------------------------------

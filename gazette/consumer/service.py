@@ -12,7 +12,7 @@ import asyncio
 import dataclasses
 import logging
 from collections.abc import Iterable
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import grpc
 import orjson
@@ -330,22 +330,33 @@ class ShardService(pb_grpc.ShardServicer):
             finally:
                 change.cancel()
 
-    async def Stat(self, request: pb.StatRequest, context: grpc.aio.ServicerContext) -> pb.StatResponse:
+    async def _at_primary(
+        self, request: Any, context: grpc.aio.ServicerContext, method: str, make: type[Any]
+    ) -> Any:
+        """Stat and Inspect: validates the shard id and finds its primary. Returns the response to
+        send as is (a status, or the primary member's own answer, proxied once), or the local
+        (shard, transaction loop) when this member is the primary."""
         try:
             validate_shard_id(request.shard)
         except GazetteError as exc:
             await context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(exc))
         where = await self._primary(request.shard)
         if where.status != Status.OK:
-            return pb.StatResponse(status=to_pb(where.status), header=self.header())
-        if where.local is None:
-            if request.header.proxied:
-                return pb.StatResponse(status=to_pb(Status.NOT_SHARD_PRIMARY), header=self.header())
-            proxied = pb.StatRequest()
-            proxied.CopyFrom(request)
-            proxied.header.CopyFrom(self.header(proxied=True))
-            return await self._proxy(context, self._stub(where.endpoint).Stat, proxied)
-        shard, txn = where.local
+            return make(status=to_pb(where.status), header=self.header())
+        if where.local is not None:
+            return where.local
+        if request.header.proxied:
+            return make(status=to_pb(Status.NOT_SHARD_PRIMARY), header=self.header())
+        proxied = type(request)()
+        proxied.CopyFrom(request)
+        proxied.header.CopyFrom(self.header(proxied=True))
+        return await self._proxy(context, getattr(self._stub(where.endpoint), method), proxied)
+
+    async def Stat(self, request: pb.StatRequest, context: grpc.aio.ServicerContext) -> pb.StatResponse:
+        where = await self._at_primary(request, context, "Stat", pb.StatResponse)
+        if not isinstance(where, tuple):
+            return where  # type: ignore[no-any-return]
+        shard, txn = where
         sources = {s.journal for s in shard.spec.sources}
         wanted = {j: o for j, o in request.read_through.items() if j in sources}
         while any(shard.read_through.get(j, 0) < o for j, o in wanted.items()):
@@ -362,19 +373,10 @@ class ShardService(pb_grpc.ShardServicer):
     async def Inspect(
         self, request: pb.InspectRequest, context: grpc.aio.ServicerContext
     ) -> pb.InspectResponse:
-        try:
-            validate_shard_id(request.shard)
-        except GazetteError as exc:
-            await context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(exc))
-        where = await self._primary(request.shard)
-        if where.status != Status.OK:
-            return pb.InspectResponse(status=to_pb(where.status), header=self.header())
-        if where.local is None:
-            if request.header.proxied:
-                return pb.InspectResponse(status=to_pb(Status.NOT_SHARD_PRIMARY), header=self.header())
-            proxied = pb.InspectRequest(shard=request.shard, header=self.header(proxied=True))
-            return await self._proxy(context, self._stub(where.endpoint).Inspect, proxied)
-        shard, txn = where.local
+        where = await self._at_primary(request, context, "Inspect", pb.InspectResponse)
+        if not isinstance(where, tuple):
+            return where  # type: ignore[no-any-return]
+        shard, txn = where
         described = txn.describe_sequencer()
         return pb.InspectResponse(
             status=to_pb(Status.OK),
