@@ -30,7 +30,8 @@ hypothesis.settings.load_profile(os.environ.get("GAZETTE_HYPOTHESIS_PROFILE", "c
 
 @pytest.fixture(scope="session")
 def etcd() -> Iterator[EmbeddedEtcd]:
-    with EmbeddedEtcd() as server:
+    # No fsync, as LocalCluster's: a throwaway etcd whose disk flushes would only add latency.
+    with EmbeddedEtcd(fsync=False) as server:
         yield server
 
 

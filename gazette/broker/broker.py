@@ -46,6 +46,7 @@ DEFAULT_ROOT = "/gazette/cluster"
 DEFAULT_LEASE_TTL_S = 20
 DEFAULT_MAX_REPLICATION = 9
 GRACEFUL_STOP_S = 5.0
+STOP_TASKS_TIMEOUT_S = 10.0  # how long a stop waits for pipeline shutdowns and replica stops
 RENEW_RETRY_S = 1.0
 RENEW_HOLD_TTLS = 3  # after a lease renewal, unassigned replicas are kept this many lease TTLs
 DEFAULT_EXIT_DRAIN_S = 60.0  # how long a graceful stop waits for the allocator to move journals away
@@ -169,12 +170,10 @@ class Broker:
             t.cancel()
         await asyncio.gather(*self._tasks, return_exceptions=True)
         self._tasks.clear()
-        await asyncio.gather(*(r.stop() for r in self.replicas.values()), return_exceptions=True)
+        for journal, replica in self.replicas.items():
+            self.background(replica.stop(), f"stop replica {journal}")
         self.replicas.clear()
-        # Not on itself: after a lease loss, this very stop runs as one of the background tasks.
-        me = asyncio.current_task()
-        while pending := [t for t in self._background if t is not me]:
-            await asyncio.gather(*pending, return_exceptions=True)
+        await self._await_background()
         # The lease outlives the persister's drain: the member key (and the assignments under it)
         # must outlive this broker's unpersisted spools.
         await self.persister.stop(drain=graceful and not self.session.lost)
@@ -186,6 +185,23 @@ class Broker:
             self._metrics_server.server_close()
         await self.etcd.close()
         self.stopped.set()
+
+    async def _await_background(self) -> None:
+        """Waits for the background tasks (pipeline shutdowns, acknowledgement readers, replica stops)
+        for up to STOP_TASKS_TIMEOUT_S, then names and cancels those still running: a peer that never
+        answers must not keep this broker from persisting its spools and exiting."""
+        me = asyncio.current_task()  # after a lease loss, this very stop runs as a background task
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + STOP_TASKS_TIMEOUT_S
+        while pending := [t for t in self._background if t is not me]:
+            _done, late = await asyncio.wait(pending, timeout=max(0.0, deadline - loop.time()))
+            if late and loop.time() >= deadline:
+                log.warning("broker %s#%s: cancelling %d task(s) still running %.0f s into its stop: %s",
+                            self.zone, self.suffix, len(late), STOP_TASKS_TIMEOUT_S,
+                            ", ".join(sorted(t.get_name() for t in late)))
+                for t in late:
+                    t.cancel()
+                await asyncio.gather(*late, return_exceptions=True)
 
     def _broker_spec(self) -> pb.BrokerSpec:
         return pb.BrokerSpec(

@@ -40,6 +40,7 @@ MAX_RETRY_ATTEMPTS = 20
 # While a shard changes hands, Stat and Inspect answer these; the client asks again.
 PRIMARY_RETRY_STATUSES = frozenset({Status.NO_SHARD_PRIMARY, Status.NOT_SHARD_PRIMARY, Status.SHARD_STOPPED})
 UNARY_TIMEOUT_S = 30.0  # List, Apply and Unassign
+INSPECT_TIMEOUT_S = 30.0  # Inspect, by default (it waits for a primary meanwhile)
 
 T = TypeVar("T")
 
@@ -265,9 +266,10 @@ class AsyncShardClient:
         resp = await self._at_primary("Stat", req, timeout, f"stat of shard {shard} (read_through {offsets})")
         return ShardStat(shard, dict(resp.read_through), dict(resp.publish_at), _member(resp.header))
 
-    async def inspect(self, shard: str, *, timeout: float | None = None) -> ShardInspection:
+    async def inspect(self, shard: str, *, timeout: float | None = INSPECT_TIMEOUT_S) -> ShardInspection:
         """The primary's last committed checkpoint, sequencer state, outcome counts and recent
-        transaction timings."""
+        transaction timings. Bounded by default: a paused or partitioned primary raises
+        ShardTimeoutError instead of holding the caller (a widget's refresh) indefinitely."""
         validate_shard_id(shard)
         resp = await self._at_primary(
             "Inspect", pb.InspectRequest(shard=shard), timeout, f"inspect of shard {shard}"
@@ -453,6 +455,6 @@ class ShardClient:
         result: ShardStat = self._run(self.aio.stat_shard, shard, read_through, timeout=timeout)
         return result
 
-    def inspect(self, shard: str, *, timeout: float | None = None) -> ShardInspection:
+    def inspect(self, shard: str, *, timeout: float | None = INSPECT_TIMEOUT_S) -> ShardInspection:
         result: ShardInspection = self._run(self.aio.inspect, shard, timeout=timeout)
         return result

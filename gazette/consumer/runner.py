@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import logging
 import os
 import shutil
 import signal
@@ -28,9 +29,11 @@ from gazette.consumer.spec import ShardSpec
 from gazette.consumer.status import ReplicaCode
 from gazette.consumer.transaction import Hooks
 from gazette.keyspace.etcd import connect
-from gazette.keyspace.procutil import read_ready_line, spawn, terminate
+from gazette.keyspace.procutil import read_ready_line, spawn, terminate, terminate_all
 from gazette.protocol.errors import GazetteError
 from gazette.protocol.status import Status
+
+log = logging.getLogger(__name__)
 
 START_TIMEOUT_S = 60.0
 STOP_TIMEOUT_S = 60.0
@@ -286,8 +289,8 @@ class ConsumerGroup:
             _signal_stop(proc)
         if consumers:
             self._loop.run(_stop_all(consumers), timeout=STOP_TIMEOUT_S)
-        for proc in procs:
-            terminate(proc, timeout=STOP_TIMEOUT_S)
+        for proc in terminate_all(procs, STOP_TIMEOUT_S):
+            log.warning("consumer pid %d did not stop within %.0f s and was killed", proc.pid, STOP_TIMEOUT_S)
         for m in self.members:
             if m.proc is not None and m.proc.stdout is not None:
                 m.proc.stdout.close()

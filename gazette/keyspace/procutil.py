@@ -16,6 +16,7 @@ import socket
 import subprocess
 import sys
 import threading
+import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -114,6 +115,31 @@ def terminate(proc: subprocess.Popen[Any], timeout: float = 10.0) -> None:
         except ProcessLookupError:
             pass
         proc.wait()
+
+
+def terminate_all(procs: Sequence[subprocess.Popen[Any]], timeout: float) -> list[subprocess.Popen[Any]]:
+    """`terminate` for several processes under one deadline (not one timeout each): SIGTERM (and
+    SIGCONT) all, wait until `timeout` has passed, SIGKILL the rest. Returns the killed ones."""
+    live = [p for p in procs if p.poll() is None]
+    for p in live:
+        try:
+            p.send_signal(signal.SIGTERM)
+            p.send_signal(signal.SIGCONT)
+        except ProcessLookupError:
+            pass
+    deadline = time.monotonic() + timeout
+    killed = []
+    for p in live:
+        try:
+            p.wait(timeout=max(0.0, deadline - time.monotonic()))
+        except subprocess.TimeoutExpired:
+            try:
+                p.kill()
+            except ProcessLookupError:
+                pass
+            p.wait()
+            killed.append(p)
+    return killed
 
 
 def read_ready_line(proc: subprocess.Popen[Any], timeout: float) -> dict[str, Any] | None:

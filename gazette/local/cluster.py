@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import logging
 import os
 import shutil
 import signal
@@ -23,15 +24,20 @@ from gazette.broker.broker import DEFAULT_MAX_REPLICATION, DEFAULT_ROOT, Broker
 from gazette.client.loop import default_loop
 from gazette.client.sync import Client
 from gazette.keyspace.etcd import EmbeddedEtcd
-from gazette.keyspace.procutil import read_ready_line, spawn, terminate
+from gazette.keyspace.procutil import read_ready_line, spawn, terminate, terminate_all
 from gazette.protocol.errors import GazetteError
 from gazette.protocol.spec import JournalSpec
+
+log = logging.getLogger(__name__)
 
 MODES = ("inprocess", "subprocess")
 BROKER_START_TIMEOUT_S = 60.0
 PAUSE_TIMEOUT_S = 10.0
 # A gracefully stopping broker waits this long for the allocator to move its journals away.
 DEFAULT_EXIT_DRAIN_S = 15.0
+# ... and then this long, at most, to persist its spools and exit before it is killed.
+STOP_GRACE_S = 15.0
+CLIENT_CLOSE_TIMEOUT_S = 10.0
 
 
 @dataclasses.dataclass
@@ -57,6 +63,10 @@ class _BrokerHandle:
 
 
 class LocalCluster:
+    """A throwaway cluster on this machine. Its embedded etcd runs without fsync (`etcd_fsync=False`):
+    nothing is lost when processes die, only if the machine itself crashes, and a busy disk cannot
+    stall lease refreshes. Pass `etcd_fsync=True` for an etcd that flushes every write."""
+
     def __init__(
         self,
         brokers: int = 1,
@@ -71,6 +81,7 @@ class LocalCluster:
         max_replication: int = DEFAULT_MAX_REPLICATION,
         exit_drain_s: float = DEFAULT_EXIT_DRAIN_S,
         log_level: str = "WARNING",
+        etcd_fsync: bool = False,
     ) -> None:
         if mode not in MODES:
             raise GazetteError(0, f'LocalCluster mode "{mode}" is not known (expected "inprocess" or "subprocess")')
@@ -92,6 +103,7 @@ class LocalCluster:
         if self.store.startswith("file://"):
             os.makedirs(self.store[len("file://") :].split("?")[0], exist_ok=True)
         self._external_etcd = etcd
+        self._etcd_fsync = etcd_fsync
         self._etcd: EmbeddedEtcd | None = None
         self._n_brokers = brokers
         self.brokers: list[_BrokerHandle] = []
@@ -109,7 +121,9 @@ class LocalCluster:
             if self._external_etcd:
                 self.etcd_endpoint = self._external_etcd
             else:
-                self._etcd = EmbeddedEtcd(data_dir=os.path.join(self.data_dir, "etcd")).start()
+                self._etcd = EmbeddedEtcd(
+                    data_dir=os.path.join(self.data_dir, "etcd"), fsync=self._etcd_fsync
+                ).start()
                 self.etcd_endpoint = self._etcd.endpoint
             for _ in range(self._n_brokers):
                 self.add_broker()
@@ -133,23 +147,27 @@ class LocalCluster:
                 pass
         self._consumer_groups.clear()
         if self._client is not None:
-            try:
-                self._client.close()
+            try:  # bounded: a stuck channel must not keep the brokers and etcd running
+                self._loop.run(self._client.aio.close(), timeout=CLIENT_CLOSE_TIMEOUT_S)
             except Exception:
                 pass
             self._client = None
-        # All at once: each sees the others exiting too and stops without waiting to drain.
-        for h in self.brokers:
-            if h.proc is not None and h.proc.poll() is None:
-                h.proc.send_signal(signal.SIGTERM)
+        # All at once: each sees the others exiting too and stops without waiting to drain. One
+        # deadline for all of them: a broker stuck in its graceful stop is killed, and says so.
+        procs = {h.proc: h for h in self.brokers if h.proc is not None and h.proc.poll() is None}
+        for proc in procs:
+            proc.send_signal(signal.SIGTERM)
         inprocess = [h.broker.stop(graceful=True) for h in self.brokers if h.broker is not None]
         if inprocess:
             self._loop.run(_gather(inprocess))
+        for proc in terminate_all(list(procs), self.exit_drain_s + STOP_GRACE_S):
+            h = procs[proc]
+            log.warning("broker %s did not stop within %.0f s of SIGTERM and was killed; its log ends with:\n%s",
+                        h.suffix, self.exit_drain_s + STOP_GRACE_S, _tail(h.log_path))
         for h in self.brokers:
-            try:
-                self._stop_handle(h, graceful=True)
-            except Exception:
-                pass
+            h.broker = None
+            if h.proc is not None and h.proc.stdout is not None:
+                h.proc.stdout.close()
         if self._etcd is not None:
             self._etcd.stop()
             self._etcd = None
@@ -200,9 +218,7 @@ class LocalCluster:
         ready = read_ready_line(h.proc, BROKER_START_TIMEOUT_S)
         if ready is None:
             terminate(h.proc)
-            with open(h.log_path, errors="replace") as f:
-                tail = f.read()[-2000:]
-            raise GazetteError(0, f"broker {h.suffix} did not start; its log ends with:\n{tail}")
+            raise GazetteError(0, f"broker {h.suffix} did not start; its log ends with:\n{_tail(h.log_path)}")
         h.endpoint, h.metrics = ready["endpoint"], ready["metrics"]
 
     def _stop_handle(self, h: _BrokerHandle, graceful: bool) -> None:
@@ -211,7 +227,7 @@ class LocalCluster:
             h.broker = None
         if h.proc is not None and h.proc.poll() is None:
             if graceful:
-                terminate(h.proc, timeout=30.0)
+                terminate(h.proc, timeout=self.exit_drain_s + STOP_GRACE_S)
             else:
                 h.proc.kill()
                 h.proc.wait()
@@ -378,6 +394,15 @@ class LocalCluster:
             if frag is not None:
                 out.append(frag)
         return out
+
+
+def _tail(path: str, n: int = 2000) -> str:
+    """The last `n` characters of a log file ("" when there is none)."""
+    try:
+        with open(path, errors="replace") as f:
+            return f.read()[-n:]
+    except OSError:
+        return ""
 
 
 async def _gather(coros: list) -> None:

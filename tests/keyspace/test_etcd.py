@@ -3,6 +3,7 @@ from __future__ import annotations
 import asyncio
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import threading
@@ -93,6 +94,29 @@ async def test_given_data_dir_is_kept_and_reusable(tmp_path: Path) -> None:
         got = await client.get(b"/kept/k")
         await client.close()
         assert got is not None and got.value == b"v"
+
+
+async def test_without_fsync_writes_survive_a_sigkill_of_etcd(tmp_path: Path) -> None:
+    """fsync=False (LocalCluster's etcd): --unsafe-no-fsync is passed, and what etcd acknowledged is
+    still there after etcd itself is SIGKILLed and restarted on the same data (the OS kept it)."""
+    data = tmp_path / "etcd-data"
+    server = EmbeddedEtcd(data_dir=str(data), fsync=False).start()
+    try:
+        assert b"--unsafe-no-fsync" in Path(f"/proc/{server.pid}/cmdline").read_bytes().split(b"\0")
+        client = connect(server.endpoint)
+        await client.put(b"/kept/k", b"acknowledged")
+        await client.close()
+        pid = server.pid
+        assert pid is not None
+        os.kill(pid, 9)
+        _wait_gone(pid)
+    finally:
+        server.stop()
+    with EmbeddedEtcd(data_dir=str(data), fsync=False) as again:
+        client = connect(again.endpoint)
+        got = await client.get(b"/kept/k")
+        await client.close()
+        assert got is not None and got.value == b"acknowledged"
 
 
 def test_a_failed_start_reports_the_log(tmp_path: Path) -> None:
@@ -233,6 +257,20 @@ def test_terminate_escalates_to_sigkill() -> None:
     procutil.terminate(proc, timeout=0.5)
     assert proc.returncode == -9
     proc.stdout.close()
+
+
+def test_terminate_all_kills_only_those_that_ignore_sigterm() -> None:
+    stubborn = "import signal, time; signal.signal(signal.SIGTERM, signal.SIG_IGN); print('ready', flush=True); time.sleep(60)"
+    polite = "import time; print('ready', flush=True); time.sleep(60)"
+    procs = [procutil.spawn([sys.executable, "-c", code], stdout=subprocess.PIPE) for code in (stubborn, polite, stubborn)]
+    for proc in procs:
+        assert proc.stdout is not None and proc.stdout.readline() == b"ready\n"
+    procs[1].send_signal(signal.SIGSTOP)  # a paused one is continued, so it can act on its SIGTERM
+    killed = procutil.terminate_all(procs, timeout=1.0)
+    assert killed == [procs[0], procs[2]]
+    assert [p.returncode for p in procs] == [-9, -15, -9]
+    for proc in procs:
+        proc.stdout.close()
 
 
 def test_spawn_refuses_its_own_preexec() -> None:

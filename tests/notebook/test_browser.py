@@ -15,6 +15,7 @@ import pathlib
 import re
 import secrets
 import shutil
+import signal
 import socket
 import subprocess
 import sys
@@ -101,6 +102,18 @@ class LabServer:
     def log_tail(self, lines: int = 40) -> str:
         return "\n".join(self.log_path.read_text(errors="replace").splitlines()[-lines:])
 
+    def dump_kernel_stacks(self) -> None:
+        """SIGABRT to this server's kernels: with PYTHONFAULTHANDLER set, each writes the Python stack of
+        every thread to its stderr (this log) before it dies. For a failure's report: what was stuck."""
+        for pid in _children(self.proc.pid):
+            try:
+                cmdline = pathlib.Path(f"/proc/{pid}/cmdline").read_bytes()
+                if b"ipykernel" in cmdline:
+                    os.kill(pid, signal.SIGABRT)
+            except OSError:
+                continue
+        time.sleep(1.0)  # the dump is written synchronously; give the log a moment to receive it
+
     def wait_ready(self) -> None:
         deadline = time.monotonic() + SERVER_START_TIMEOUT_S
         while True:
@@ -132,6 +145,20 @@ class LabServer:
             self.proc.wait(SERVER_STOP_TIMEOUT_S)
 
 
+def _children(pid: int) -> list[int]:
+    """The ids of `pid`'s child processes (from /proc)."""
+    found = []
+    for entry in pathlib.Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                stat = (entry / "stat").read_text()
+            except OSError:
+                continue
+            if int(stat.rsplit(")", 1)[1].split()[1]) == pid:
+                found.append(int(entry.name))
+    return found
+
+
 @pytest.fixture
 def lab(tmp_path: pathlib.Path) -> Iterator[LabServer]:
     """JupyterLab on a copy of the quickstart notebook, its config/data/runtime dirs all under tmp."""
@@ -150,6 +177,7 @@ def lab(tmp_path: pathlib.Path) -> Iterator[LabServer]:
         JUPYTER_RUNTIME_DIR=str(tmp_path / "jupyter-runtime"),
         JUPYTER_PLATFORM_DIRS="0",
         IPYTHONDIR=str(tmp_path / "ipython"),
+        PYTHONFAULTHANDLER="1",  # a kernel sent SIGABRT writes every thread's stack to the log
     )
     port, token = _free_port(), secrets.token_hex(16)
     log_path = tmp_path / "jupyter-lab.log"
@@ -345,7 +373,8 @@ def test_quickstart_in_jupyterlab(lab: LabServer, page: Any) -> None:
         page.wait_for_function("() => document.querySelectorAll('.jp-Notebook .gazette-view').length === 0")
         _screenshot(page, "01-quickstart-3-done.png")
     except BaseException:
-        print(f"jupyter lab log (tail):\n{lab.log_tail()}")  # the kernel's stderr lands there too
         with contextlib.suppress(Exception):
             _screenshot(page, FAILED_SCREENSHOT)  # what the browser showed when the test failed
+        lab.dump_kernel_stacks()
+        print(f"jupyter lab log (tail):\n{lab.log_tail(200)}")  # the kernel's stderr lands there too
         raise
