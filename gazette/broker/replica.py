@@ -188,7 +188,9 @@ class Replica:
     # --- flush -----------------------------------------------------------------------------------
     async def wait_persisted(self, rolled: Fragment | None) -> Fragment | None:
         """Waits until `rolled` (a spool this broker just completed) and every spool completed before
-        it are persisted; returns the last one, or None when there is nothing to persist."""
+        it are persisted; returns the last one. When the spool was empty (another roll, a pulse or
+        the flush interval, completed it first) and everything is persisted already, returns the
+        newest persisted fragment; None only when nothing was ever written to the stores."""
         if not self.spec.stores:
             return None
         last: Fragment | None = None
@@ -197,6 +199,8 @@ class Replica:
                 last = await self._persister.flush(pending)
         if rolled is not None and (last is None or last.end < rolled.end):
             last = await self._persister.flush(rolled)  # remembered even if it finished already
+        if last is None and rolled is None:
+            last = max((f for f in self.index.fragments() if f.backing_store), key=lambda f: f.end, default=None)
         return last
 
 

@@ -152,7 +152,8 @@ def read_counts(client: Client, journal: str = COUNTS_JOURNAL) -> list[tuple[str
 
 
 def store_counts(db_dir: str) -> dict[str, int]:
-    """The committed counts of every shard database in `db_dir`."""
+    """The committed counts of every shard database in `db_dir` (a database whose shard has not
+    created its table yet counts nothing)."""
     import sqlite3
 
     out: dict[str, int] = {}
@@ -160,7 +161,8 @@ def store_counts(db_dir: str) -> dict[str, int]:
         if name.endswith(".db"):
             conn = sqlite3.connect(os.path.join(db_dir, name))
             try:
-                out.update(dict(conn.execute("SELECT word, count FROM counts").fetchall()))
+                if conn.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'counts'").fetchone():
+                    out.update(dict(conn.execute("SELECT word, count FROM counts").fetchall()))
             finally:
                 conn.close()
     return out

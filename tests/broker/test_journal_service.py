@@ -248,6 +248,22 @@ def test_invalid_journal_names_rejected(cluster, client):
             client.append(bad, b"x")
 
 
+def test_flush_after_another_roll_persisted_the_spool_returns_that_fragment(cluster, client):
+    """The journal's first write is rolled by the next zero-byte append (here the broker's pulse, which
+    can come after a client's first append). Once that fragment is persisted, a Flush finds an empty
+    spool and nothing pending: it still answers with the persisted fragment, not None."""
+    _apply(cluster, client)
+    res = client.append(J, b"first write\n")
+    broker = cluster.brokers[0].broker
+    default_loop().run(broker.pulse(J))
+    deadline = time.monotonic() + 30
+    while not [f for f in client.list_fragments(J) if f.backing_store and f.end == res.end]:
+        assert time.monotonic() < deadline, "the pulse's roll was not persisted"
+        time.sleep(0.05)
+    flushed = client.flush(J)
+    assert flushed is not None and flushed.backing_store and (flushed.begin, flushed.end) == (0, res.end)
+
+
 def test_list_fragments_paging_and_spooled(cluster, client):
     _apply(cluster, client, fragment_length=1024)
     for _ in range(12):

@@ -10,7 +10,7 @@ from types import SimpleNamespace
 import pytest
 
 from gazette.consumer import ConsumerCheckpoint, FencingError
-from gazette.examples.wordcount import CountStore, WordCount
+from gazette.examples.wordcount import CountStore, WordCount, store_counts
 
 SHARD = SimpleNamespace(fqn="/root/items/count-000", id="count-000")
 
@@ -62,3 +62,15 @@ def test_a_failed_commit_drops_the_cache(tmp_path) -> None:
     assert new.increment("a") == 2 and _rows(path) == {"a": 1}
     old.destroy()
     new.destroy()
+
+
+def test_store_counts_skips_a_database_whose_table_is_not_created_yet(tmp_path) -> None:
+    """A shard's database file exists before its first transaction creates the table (a reader
+    polling `store_counts` meanwhile must not fail); the other shards' counts are still read."""
+    sqlite3.connect(tmp_path / "count-000.db").close()  # created, no table yet
+    conn = sqlite3.connect(tmp_path / "count-001.db")
+    conn.execute("CREATE TABLE counts (word TEXT PRIMARY KEY, count INTEGER)")
+    conn.execute("INSERT INTO counts VALUES ('fox', 3)")
+    conn.commit()
+    conn.close()
+    assert store_counts(str(tmp_path)) == {"fox": 3}
