@@ -19,13 +19,6 @@ import pytest
 from gazette.cli import demo
 
 DEMO_TIMEOUT_S = 300.0
-# tests/ is on sys.path and tests/fragments_io would import as a namespace package: the repository
-# root goes first so `import fragments_io` (here and in demo.spark_word_counts) finds the package.
-_ROOT = str(Path(__file__).resolve().parents[1])
-if _ROOT not in sys.path:
-    sys.path.insert(0, _ROOT)
-if getattr(sys.modules.get("fragments_io"), "__file__", "") is None:
-    del sys.modules["fragments_io"]
 
 
 def _demo_cmd(data_dir: Path, *flags: str) -> list[str]:
