@@ -34,7 +34,7 @@ from gazette.keyspace.etcd import connect
 from gazette.keyspace.keyspace import KeySpace
 from gazette.protocol import broker_pb2 as pb
 from gazette.protocol import broker_pb2_grpc as pb_grpc
-from gazette.protocol.endpoints import GRPC_MESSAGE_OPTIONS, GRPC_SERVER_KEEPALIVE_OPTIONS
+from gazette.protocol.endpoints import GRPC_MESSAGE_OPTIONS, GRPC_SERVER_KEEPALIVE_OPTIONS, advertised_host
 from gazette.protocol.errors import GazetteError
 from gazette.protocol.spec import JournalSpec
 from gazette.protocol.status import Status
@@ -61,6 +61,7 @@ class Broker:
         zone: str = "local",
         suffix: str | None = None,
         host: str = "127.0.0.1",
+        advertise: str | None = None,
         port: int = 0,
         metrics_port: int | None = 0,
         journal_limit: int = 1024,
@@ -77,6 +78,7 @@ class Broker:
         validate_zone(self.zone)
         validate_suffix(self.suffix)
         self.host = host
+        self.advertise = advertised_host(host, advertise)  # in this broker's endpoint (routes, peers)
         self.port = port
         self.metrics_port = metrics_port
         self.journal_limit = journal_limit
@@ -117,7 +119,7 @@ class Broker:
         pb_grpc.add_JournalServicer_to_server(JournalService(self), self._server)
         bound = self._server.add_insecure_port(f"{self.host}:{self.port}")
         self.port = bound
-        self.endpoint = f"http://{self.host}:{bound}"
+        self.endpoint = f"http://{self.advertise}:{bound}"
 
         self.ks = KeySpace(self.etcd, self.root, decode_value(self.root), self.watch_apply_delay_s)
         self.resolver = Resolver(self.ks, self.id, self.replicas)
@@ -140,7 +142,7 @@ class Broker:
         await self._server.start()
         if self.metrics_port is not None:
             self._metrics_server, _ = start_http_server(self.metrics_port, self.host, self.metrics.registry)
-            self.metrics_endpoint = f"http://{self.host}:{self._metrics_server.server_port}/metrics"
+            self.metrics_endpoint = f"http://{self.advertise}:{self._metrics_server.server_port}/metrics"
         self._tasks.append(asyncio.create_task(self._reconcile_loop(), name="replica reconcile"))
         self._reconcile()
         log.info("broker %s#%s serving at %s", self.zone, self.suffix, self.endpoint)

@@ -258,7 +258,10 @@ def broker_serve(
     root: str = typer.Option("/gazette/cluster", "--root"),
     zone: str = typer.Option("local", "--zone"),
     suffix: str | None = typer.Option(None, "--suffix"),
-    host: str = typer.Option("127.0.0.1", "--host"),
+    host: str = typer.Option("127.0.0.1", "--host", help="The address to bind (0.0.0.0: every interface)."),
+    advertise: str | None = typer.Option(
+        None, "--advertise", help="The host peers and clients reach this broker at (default: --host)."
+    ),
     port: int = typer.Option(8080, "--port", help="0 picks a free port (reported on stdout)."),
     metrics_port: int = typer.Option(0, "--metrics-port"),
     lease_ttl: int = typer.Option(20, "--lease-ttl"),
@@ -278,6 +281,7 @@ def broker_serve(
             zone=zone,
             suffix=suffix,
             host=host,
+            advertise=advertise,
             port=port,
             metrics_port=metrics_port,
             lease_ttl_s=lease_ttl,

@@ -507,7 +507,10 @@ def consumer_run(
     ),
     zone: str = typer.Option("local", "--zone"),
     suffix: str | None = typer.Option(None, "--suffix"),
-    host: str = typer.Option("127.0.0.1", "--host"),
+    host: str = typer.Option("127.0.0.1", "--host", help="The address to bind (0.0.0.0: every interface)."),
+    advertise: str | None = typer.Option(
+        None, "--advertise", help="The host clients reach this member's Shard service at (default: --host)."
+    ),
     port: int = typer.Option(
         0, "--port", help="Shard service port; 0 picks a free one (reported on stdout)."
     ),
@@ -530,6 +533,6 @@ def consumer_run(
     app = load_application(application, pickle_path=app_pickle, kwargs=kwargs)
     consumer = Consumer(
         app, etcd, broker, root=root, zone=zone, suffix=suffix, shard_limit=shard_limit, lease_ttl_s=lease_ttl,
-        max_hot_standbys=max_hot_standbys, exit_drain_s=exit_drain, host=host, port=port,
+        max_hot_standbys=max_hot_standbys, exit_drain_s=exit_drain, host=host, port=port, advertise=advertise,
     )  # fmt: skip
     run(consumer, log_level)

@@ -39,7 +39,7 @@ from gazette.keyspace import layout
 from gazette.keyspace.etcd import connect, txn
 from gazette.keyspace.keyspace import KeySpace
 from gazette.protocol import consumer_pb2_grpc as pb_grpc
-from gazette.protocol.endpoints import GRPC_MESSAGE_OPTIONS, GRPC_SERVER_KEEPALIVE_OPTIONS
+from gazette.protocol.endpoints import GRPC_MESSAGE_OPTIONS, GRPC_SERVER_KEEPALIVE_OPTIONS, advertised_host
 from gazette.protocol.validate import validate_suffix, validate_zone
 
 log = logging.getLogger(__name__)
@@ -69,6 +69,7 @@ class Consumer:
         hooks: Hooks | None = None,
         host: str = "127.0.0.1",
         port: int = 0,
+        advertise: str | None = None,
     ) -> None:
         if not isinstance(app, Application):
             raise TypeError(f"{app!r} is not a gazette.consumer.Application")
@@ -89,8 +90,9 @@ class Consumer:
         self.watch_apply_delay_s = watch_apply_delay_s
         self.hooks = hooks or Hooks()
         self.host = host
+        self.advertise = advertised_host(host, advertise)  # in this member's endpoint
         self.port = port
-        self.endpoint = ""  # http://host:port of the Shard service, once started
+        self.endpoint = ""  # http://advertise:port of the Shard service, once started
         self.member_key = layout.member_key(self.root, self.zone, self.suffix)
         self.shards: dict[str, Shard] = {}
         self.stopped = asyncio.Event()
@@ -116,7 +118,7 @@ class Consumer:
         )
         pb_grpc.add_ShardServicer_to_server(self.service, self._server)
         self.port = self._server.add_insecure_port(f"{self.host}:{self.port}")
-        self.endpoint = f"http://{self.host}:{self.port}"
+        self.endpoint = f"http://{self.advertise}:{self.port}"
         self.session = await Session.grant(self.etcd, self.lease_ttl_s)
         self.session.add_lost_callback(self._on_lease_lost)
         spec = ConsumerSpec(shard_limit=self.shard_limit, endpoint=self.endpoint)

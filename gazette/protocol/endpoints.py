@@ -25,6 +25,22 @@ GRPC_SERVER_KEEPALIVE_OPTIONS = [
 ]
 
 
+WILDCARD_HOSTS = frozenset({"0.0.0.0", "::", "[::]", ""})
+
+
+def advertised_host(host: str, advertise: str | None) -> str:
+    """The host a server puts in its endpoint for peers and clients: `advertise` when given, else the
+    bound `host`. A wildcard bind (0.0.0.0, ::) reaches nobody as an address, so it needs `advertise`."""
+    if advertise:
+        return advertise
+    if host in WILDCARD_HOSTS:
+        raise ValueError(
+            f"--host {host or '(empty)'} binds every interface but is no address to reach this process at: "
+            "pass --advertise HOST (a name or address the other hosts and clients reach)"
+        )
+    return host
+
+
 def grpc_target(endpoint: str) -> str:
     """`http://host:port` -> `host:port` (the form grpc channels take)."""
     for scheme in ("http://", "https://"):
