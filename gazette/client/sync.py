@@ -6,11 +6,13 @@ works alike in scripts and inside Jupyter (whose loop is already running).
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from typing import Any
 
 from gazette.client.aio import AppendResult, AsyncClient, JournalInfo, ReadChunk
 from gazette.client.loop import LoopThread, default_loop
 from gazette.fragment.fragment import Fragment
+from gazette.protocol.errors import GazetteError
 from gazette.protocol.labels import LabelSet
 from gazette.protocol.selector import LabelSelector
 from gazette.protocol.spec import JournalSpec, SpecChange
@@ -28,6 +30,7 @@ class Client:
         self.aio: AsyncClient = self._loop.run(make())
         self.broker = broker
         self.etcd = etcd
+        self._shards: Callable[[], Any] | None = None
 
     def close(self) -> None:
         self._loop.run(self.aio.close())
@@ -94,6 +97,35 @@ class Client:
 
     def flush(self, journal: str) -> Fragment | None:
         return self._loop.run(self.aio.flush(journal))
+
+    # --- shards: answered by a consumer application's Shard service ------------------------------
+    def use_shards(self, shard_client: Any) -> None:
+        """Lets this journal client answer `stat_shard`/`inspect_shard`/`list_shards` (and feed
+        `CheckpointView(client, shard)`) through `shard_client`: a consumer ShardClient, or a callable
+        returning one when asked. LocalCluster's client does this with its newest consumer group."""
+        self._shards = shard_client if callable(shard_client) else (lambda: shard_client)
+
+    def shard_client(self) -> Any:
+        if self._shards is None:
+            raise GazetteError(
+                0,
+                "this client knows no consumer application: call client.use_shards(ShardClient(etcd=..., "
+                "root=...)), or use the ShardClient of a running group (group.client())",
+            )
+        return self._shards()
+
+    def stat_shard(
+        self, shard: str, read_through: Mapping[str, int] | None = None, *, timeout: float | None = None
+    ) -> Any:
+        """Read-your-writes: waits until the shard has read through `read_through` (ShardStat)."""
+        return self.shard_client().stat_shard(shard, read_through, timeout=timeout)
+
+    def inspect_shard(self, shard: str) -> Any:
+        """The shard primary's last checkpoint, sequencer state and transaction timings (ShardInspection)."""
+        return self.shard_client().inspect(shard)
+
+    def list_shards(self, selector: str | LabelSelector | None = None) -> list[Any]:
+        return list(self.shard_client().list_shards(selector))
 
 
 def connect(etcd: str | None = None, broker: str = "http://127.0.0.1:8080") -> Client:

@@ -349,11 +349,19 @@ class LocalCluster:
         self._need_subprocess("resume_consumer", "consumer")
         os.kill(self._consumer_group(group).pid(i), signal.SIGCONT)
 
+    def shard_client(self) -> Any:
+        """The ShardClient of the newest consumer application `run_consumer` started."""
+        if not self._consumer_groups:
+            raise GazetteError(0, "no consumer application runs in this cluster: start one with cluster.run_consumer(...)")
+        return self._consumer_groups[-1].client()
+
     def client(self) -> Client:
         """A sync client through the running brokers, failing over between them (shared; closed
-        with the cluster)."""
+        with the cluster). It answers shard calls too (`client.stat_shard(...)`,
+        `CheckpointView(client, shard)`) through the newest consumer application's ShardClient."""
         if self._client is None:
             self._client = Client(self._failover_endpoints(), self.etcd_endpoint, loop=self._loop)
+            self._client.use_shards(self.shard_client)
         return self._client
 
     def _failover_endpoints(self) -> str:

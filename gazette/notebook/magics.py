@@ -180,10 +180,9 @@ class GazetteMagics(Magics):
             if self.cluster is None:
                 raise NotebookError("no cluster: run `%gazette up` first")
             return ShardClient(etcd=self.cluster.etcd_endpoint, root=root)
-        groups = list(getattr(self.cluster, "_consumer_groups", []))
-        if not groups:
+        if self.cluster is None or not getattr(self.cluster, "_consumer_groups", None):
             raise NotebookError("no consumers: start them with cluster.run_consumer(...) or pass --root ROOT")
-        return groups[-1].client()
+        return self.cluster.shard_client()
 
     def _shutdown(self) -> None:
         if self.cluster is not None:

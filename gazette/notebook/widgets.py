@@ -464,8 +464,12 @@ class JournalView(_LiveView):
 
 
 def _inspect_of(source: Any, shard: str | None) -> Any:
+    """Inspect of `shard` through a ShardClient, or through a journal Client that knows its consumers
+    (`CheckpointView(client, "count-000")` with a LocalCluster's client)."""
     if shard is None:
-        raise ValueError("a shard view needs the shard id: pass (shard_client, shard)")
+        raise ValueError("a shard view needs the shard id: pass (client, shard)")
+    if hasattr(source, "inspect_shard"):
+        return source.inspect_shard(shard)
     return source.inspect(shard)
 
 

@@ -6,9 +6,13 @@ from __future__ import annotations
 import time
 from typing import Any
 
+import pytest
+
+from gazette.client.sync import Client
 from gazette.consumer import Application, MemoryStore, Shard, ShardSpec
 from gazette.message import Envelope, Publisher
 from gazette.notebook import CheckpointView, SequencerView
+from gazette.protocol.errors import GazetteError
 
 SHARD = "nb-count-000"
 DEADLINE_S = 30.0
@@ -35,10 +39,18 @@ def _publish(client, journal: str, n: int) -> int:
 
 def test_checkpoint_and_sequencer_views_follow_a_shards_commits(magics, journal) -> None:
     client = magics.client
+    with pytest.raises(GazetteError, match=r"cluster.run_consumer"):
+        magics.cluster.client().stat_shard(SHARD)
     group = magics.cluster.run_consumer(Count(), [ShardSpec(SHARD, [journal], max_txn_duration="50ms")])
     shards = group.client()
     head = _publish(client, journal, 3)
     shards.stat_shard(SHARD, {journal: head}, timeout=STAT_TIMEOUT_S)
+    # The cluster's journal client answers shard calls too (API.md: client.stat_shard,
+    # CheckpointView(client, shard)), through the group's ShardClient.
+    journal_client = magics.cluster.client()
+    assert journal_client.stat_shard(SHARD, {journal: head}, timeout=STAT_TIMEOUT_S).read_through[journal] >= head
+    assert CheckpointView(journal_client, SHARD).offsets[journal] == head
+    assert [info.spec.id for info in journal_client.list_shards()] == [SHARD]
 
     cp = CheckpointView(shards, SHARD)
     seq = SequencerView(shards, SHARD)
@@ -70,3 +82,14 @@ def test_checkpoint_and_sequencer_views_follow_a_shards_commits(magics, journal)
     assert stat.column("read through") == [head2]
     assert magics.run(f"shards --root {group.root}").column("shard") == [SHARD]
     group.close()
+
+
+def test_a_plain_journal_client_says_how_to_reach_shards(magics) -> None:
+    client = Client(magics.cluster.client().broker)
+    try:
+        with pytest.raises(GazetteError, match=r"use_shards\(ShardClient"):
+            client.stat_shard(SHARD)
+        with pytest.raises(GazetteError, match="knows no consumer application"):
+            CheckpointView(client, SHARD)
+    finally:
+        client.close()
