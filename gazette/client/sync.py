@@ -106,6 +106,7 @@ class Client:
         self._shards = shard_client if callable(shard_client) else (lambda: shard_client)
 
     def shard_client(self) -> Any:
+        """The ShardClient given to `use_shards` (a clear error when none was)."""
         if self._shards is None:
             raise GazetteError(
                 0,
