@@ -13,7 +13,7 @@ import grpc
 from gazette.broker.resolver import Resolution
 from gazette.protocol import broker_pb2 as pb
 from gazette.protocol import broker_pb2_grpc as pb_grpc
-from gazette.protocol.endpoints import GRPC_MESSAGE_OPTIONS, GRPC_PEER_KEEPALIVE_OPTIONS, grpc_target
+from gazette.protocol.endpoints import GRPC_CLIENT_OPTIONS, GRPC_PEER_KEEPALIVE_OPTIONS, grpc_target
 from gazette.protocol.status import Status, to_pb
 
 REPLICATE_METHOD = "/gazette.protocol.Journal/Replicate"
@@ -42,7 +42,7 @@ class Proxy:
         ch = self._channels.get(endpoint)
         if ch is None:
             ch = grpc.aio.insecure_channel(
-                grpc_target(endpoint), options=[*GRPC_MESSAGE_OPTIONS, *GRPC_PEER_KEEPALIVE_OPTIONS]
+                grpc_target(endpoint), options=[*GRPC_CLIENT_OPTIONS, *GRPC_PEER_KEEPALIVE_OPTIONS]
             )
             self._channels[endpoint] = ch
         return ch

@@ -120,9 +120,14 @@ async def serve_read(
         if req.block:
             # A read blocked on a replica that is then unassigned from this broker would wait
             # forever: end it when the journal's route or spec changes (the client resumes here).
-            got, blocked = await first_of(index.query(offset, True, req.begin_mod_time), res.invalidated)
+            # At a non-primary, also stop waiting once the wait turns into a gap (content past
+            # `offset` arrived here, `offset` itself did not): the loop then asks the primary.
+            watch_gap = not replica.is_primary and not req.do_not_proxy
+            got, blocked = await first_of(_content_or_gap(index, offset, req.begin_mod_time, watch_gap), res.invalidated)
             if not got or blocked is None:
                 return
+            if blocked.status != Status.OK:
+                continue  # a gap: handed to the primary at the top of the loop
             q = blocked
         else:
             q = await index.query(offset, False, req.begin_mod_time)
@@ -150,6 +155,19 @@ async def serve_read(
                 yield pb.ReadResponse(offset=offset, content=data)
                 offset += len(data)
                 broker.metrics.read_bytes(len(data))
+
+
+async def _content_or_gap(index: Any, offset: int, begin_mod_time: int, watch_gap: bool) -> Any:
+    """A blocking index query that also returns (OFFSET_NOT_YET_AVAILABLE) when `watch_gap` and the
+    index comes to know content past `offset` without covering `offset`: a replica re-synced past a
+    range it never received (it restarted, or joined late) would otherwise wait for that range to be
+    persisted and listed, minutes later."""
+    while True:
+        q = await index.query(offset, False, begin_mod_time)  # never yields when not blocking
+        if q.status == Status.OK or (watch_gap and q.offset < q.write_head):
+            return q
+        offset = q.offset  # -1 (the write head) is resolved once, as a blocking query does
+        await index.wait_for_change()
 
 
 async def _in_gap(index: Any, offset: int, begin_mod_time: int) -> bool:

@@ -20,7 +20,7 @@ from google.protobuf.duration_pb2 import Duration
 from gazette.fragment.fragment import Fragment
 from gazette.protocol import broker_pb2 as pb
 from gazette.protocol import broker_pb2_grpc as pb_grpc
-from gazette.protocol.endpoints import GRPC_MESSAGE_OPTIONS, grpc_target
+from gazette.protocol.endpoints import GRPC_CLIENT_OPTIONS, grpc_target
 from gazette.protocol.errors import GazetteError
 from gazette.protocol.labels import LabelSet
 from gazette.protocol.selector import LabelSelector
@@ -109,7 +109,7 @@ class AsyncClient:
         self.broker = ",".join(self.endpoints)
         self.etcd = etcd
         self._channels = [
-            grpc.aio.insecure_channel(grpc_target(e), options=GRPC_MESSAGE_OPTIONS) for e in self.endpoints
+            grpc.aio.insecure_channel(grpc_target(e), options=GRPC_CLIENT_OPTIONS) for e in self.endpoints
         ]
         self._stubs = [pb_grpc.JournalStub(c) for c in self._channels]
         self._current = 0

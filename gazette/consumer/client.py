@@ -28,7 +28,7 @@ from gazette.keyspace import layout
 from gazette.keyspace.etcd import connect
 from gazette.protocol import consumer_pb2 as pb
 from gazette.protocol import consumer_pb2_grpc as pb_grpc
-from gazette.protocol.endpoints import GRPC_MESSAGE_OPTIONS, grpc_target
+from gazette.protocol.endpoints import GRPC_CLIENT_OPTIONS, grpc_target
 from gazette.protocol.errors import GazetteError, ValidationError
 from gazette.protocol.selector import LabelSelector
 from gazette.protocol.status import Status
@@ -361,7 +361,7 @@ class AsyncShardClient:
     def _stub(self, endpoint: str) -> pb_grpc.ShardStub:
         entry = self._channels.get(endpoint)
         if entry is None:
-            channel = grpc.aio.insecure_channel(grpc_target(endpoint), options=GRPC_MESSAGE_OPTIONS)
+            channel = grpc.aio.insecure_channel(grpc_target(endpoint), options=GRPC_CLIENT_OPTIONS)
             entry = self._channels[endpoint] = (channel, pb_grpc.ShardStub(channel))
         return entry[1]
 

@@ -25,7 +25,7 @@ from gazette.keyspace.etcd import txn
 from gazette.message.framing import content_types
 from gazette.protocol import consumer_pb2 as pb
 from gazette.protocol import consumer_pb2_grpc as pb_grpc
-from gazette.protocol.endpoints import GRPC_MESSAGE_OPTIONS, grpc_target
+from gazette.protocol.endpoints import GRPC_CLIENT_OPTIONS, grpc_target
 from gazette.protocol.errors import GazetteError, ValidationError
 from gazette.protocol.labels import LabelSet
 from gazette.protocol.selector import LabelSelector
@@ -86,7 +86,7 @@ class ShardService(pb_grpc.ShardServicer):
     def _stub(self, endpoint: str) -> pb_grpc.ShardStub:
         entry = self._proxies.get(endpoint)
         if entry is None:
-            channel = grpc.aio.insecure_channel(grpc_target(endpoint), options=GRPC_MESSAGE_OPTIONS)
+            channel = grpc.aio.insecure_channel(grpc_target(endpoint), options=GRPC_CLIENT_OPTIONS)
             entry = self._proxies[endpoint] = (channel, pb_grpc.ShardStub(channel))
         return entry[1]
 

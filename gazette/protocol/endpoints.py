@@ -9,6 +9,15 @@ GRPC_MESSAGE_OPTIONS = [
     ("grpc.max_send_message_length", GRPC_MAX_MESSAGE_BYTES),
 ]
 
+# Channels to brokers and consumers: gRPC's default reconnect backoff grows to two minutes, so a
+# channel to a process that was killed and restarted at the same address could refuse calls
+# ("failed to connect") for that long after it is back. Keep it near a second, as for etcd.
+GRPC_CLIENT_OPTIONS = [
+    *GRPC_MESSAGE_OPTIONS,
+    ("grpc.initial_reconnect_backoff_ms", 100),
+    ("grpc.max_reconnect_backoff_ms", 1000),
+]
+
 # Broker-to-broker channels ping idle streams, so a peer that stopped (SIGSTOP, a dead host) breaks
 # its Replicate streams within seconds instead of holding a spool forever.
 GRPC_PEER_KEEPALIVE_OPTIONS = [
