@@ -166,7 +166,11 @@ class AsyncClient:
         _check(resp.status, "delete failed")
         return resp.header.etcd.revision
 
-    async def list_journals(self, selector: str | LabelSelector | None = None) -> list[JournalInfo]:
+    async def list_journals(
+        self, selector: str | LabelSelector | None = None, *, patient: bool = False
+    ) -> list[JournalInfo]:
+        """Journals matching `selector`. Tries each broker once unless `patient` (then it retries
+        UNAVAILABLE with backoff, as appends do: for callers that must ride through broker restarts)."""
         sel = selector if isinstance(selector, LabelSelector) else LabelSelector.parse(selector or "")
 
         async def listing(stub: pb_grpc.JournalStub) -> list[JournalInfo]:
@@ -178,7 +182,7 @@ class AsyncClient:
                     out.append(JournalInfo(JournalSpec.from_proto(j.spec), Route.from_proto(j.route), j.mod_revision))
             return out
 
-        return await self._call(listing, patient=False)
+        return await self._call(listing, patient=patient)
 
     # --- append ----------------------------------------------------------------------------------
     async def append(

@@ -205,7 +205,10 @@ class Publisher:
         for journal in journals:
             content_type = self._content_types.get(journal)
             if content_type is None:
-                listing = await self._binding.aio.list_journals(LabelSelector(include=[("name", journal)]))
+                # Patient, as the appends that follow: a publisher rides through broker restarts.
+                listing = await self._binding.aio.list_journals(
+                    LabelSelector(include=[("name", journal)]), patient=True
+                )
                 if not listing:
                     raise GazetteError(
                         Status.JOURNAL_NOT_FOUND, f"cannot publish to journal {journal}: it does not exist"

@@ -113,7 +113,7 @@ class ReadUncommitted:
         if self.framing is not None:
             return self.framing
         name = self.journal.partition(";")[0]
-        listing = await self._aio.list_journals(LabelSelector(include=[("name", name)]))
+        listing = await self._aio.list_journals(LabelSelector(include=[("name", name)]), patient=True)
         if not listing:
             raise GazetteError(
                 Status.JOURNAL_NOT_FOUND, f"cannot read messages of journal {name}: it does not exist"

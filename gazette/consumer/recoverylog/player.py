@@ -149,7 +149,7 @@ class Player:
             raise
 
     async def _check_log(self) -> None:
-        infos = await self.client.list_journals(f"name={self.log}")
+        infos = await self.client.list_journals(f"name={self.log}", patient=True)
         if not infos:
             raise RecoveryLogError(
                 f'recovery log journal "{self.log}" does not exist (create it with label '
