@@ -127,6 +127,7 @@ async def serve_read(
             if not got or blocked is None:
                 return
             if blocked.status != Status.OK:
+                offset = blocked.offset  # (a read from -1 keeps the head it began at)
                 continue  # a gap: handed to the primary at the top of the loop
             q = blocked
         else:
