@@ -28,6 +28,22 @@ hypothesis.settings.register_profile("soak", max_examples=5000, deadline=None)
 hypothesis.settings.load_profile(os.environ.get("GAZETTE_HYPOTHESIS_PROFILE", "ci"))
 
 
+@pytest.fixture
+def files(tmp_path) -> Iterator:
+    """`files(begin)` makes a SpoolFile under tmp_path (closed after the test): for Index tests."""
+    from gazette.fragment.spool_file import SpoolFile
+
+    made: list[SpoolFile] = []
+
+    def make(begin: int) -> SpoolFile:
+        made.append(SpoolFile(begin, directory=str(tmp_path)))
+        return made[-1]
+
+    yield make
+    for f in made:
+        f.close()
+
+
 @pytest.fixture(scope="session")
 def etcd() -> Iterator[EmbeddedEtcd]:
     # No fsync, as LocalCluster's: a throwaway etcd whose disk flushes would only add latency.

@@ -7,12 +7,9 @@ from __future__ import annotations
 import asyncio
 import hashlib
 
-import pytest
-
 from gazette.broker.read import _content_or_gap
 from gazette.fragment.fragment import Fragment
 from gazette.fragment.index import Index
-from gazette.fragment.spool_file import SpoolFile
 from gazette.protocol.status import Status
 
 J = "a/journal"
@@ -20,19 +17,6 @@ J = "a/journal"
 
 def local(begin: int, end: int) -> Fragment:
     return Fragment(J, begin, end, hashlib.sha1(b"L%d" % begin).digest())
-
-
-@pytest.fixture
-def files(tmp_path):
-    made: list[SpoolFile] = []
-
-    def make(begin: int) -> SpoolFile:
-        made.append(SpoolFile(begin, directory=str(tmp_path)))
-        return made[-1]
-
-    yield make
-    for f in made:
-        f.close()
 
 
 async def settle() -> None:

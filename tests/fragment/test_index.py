@@ -38,19 +38,6 @@ async def settle() -> None:
         await asyncio.sleep(0)
 
 
-@pytest.fixture
-def files(tmp_path):
-    made: list[SpoolFile] = []
-
-    def make(begin: int) -> SpoolFile:
-        made.append(SpoolFile(begin, directory=str(tmp_path)))
-        return made[-1]
-
-    yield make
-    for f in made:
-        f.close()
-
-
 async def test_empty_index_head_is_zero():
     index = Index(J)
     res = await index.query(-1, block=False)
