@@ -39,3 +39,20 @@ async def first_of(awaitable: Awaitable[T], event: asyncio.Event | None) -> tupl
     if get.done() and not get.cancelled():
         return True, get.result()
     return False, None
+
+
+def dump_tasks(out=None) -> None:
+    """Writes every task of the running loop with the stack it is suspended at (to stderr by
+    default): what a process waits on when it seems stuck. Servers call it on SIGUSR2."""
+    import sys
+
+    out = out or sys.stderr
+    tasks = sorted(asyncio.all_tasks(), key=lambda t: t.get_name())
+    print(f"--- {len(tasks)} asyncio tasks", file=out)
+    for task in tasks:
+        print(f"task {task.get_name()}: {task.get_coro()!r}", file=out)
+        try:
+            task.print_stack(limit=12, file=out)
+        except Exception as exc:  # e.g. a Cython coroutine (gRPC's) has frames without line numbers
+            print(f"  (no stack: {exc!r})", file=out)
+    out.flush()

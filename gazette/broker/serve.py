@@ -2,7 +2,8 @@
 
 When ready it prints one JSON line to stdout ({"endpoint", "metrics", "zone", "suffix", "pid"}),
 which is how LocalCluster learns the port it bound as port 0. A broker that lost its etcd lease
-stops by itself; the process then exits with LEASE_LOST_EXIT_CODE.
+stops by itself; the process then exits with LEASE_LOST_EXIT_CODE. SIGUSR2 writes every asyncio
+task's stack to the log (stderr), for a broker that seems stuck.
 """
 
 from __future__ import annotations
@@ -15,12 +16,19 @@ import signal
 import sys
 
 from gazette.broker.broker import Broker
+from gazette.tasks import dump_tasks
 
 LEASE_LOST_EXIT_CODE = 3
 
 
 async def serve(broker: Broker) -> None:
     await broker.start()
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, stop.set)
+    loop.add_signal_handler(signal.SIGUSR2, dump_tasks)  # what each task waits on, to the log
+    # Ready only once the handlers are in place: a signal sent at once must not kill it unhandled.
     print(
         json.dumps(
             {
@@ -33,10 +41,6 @@ async def serve(broker: Broker) -> None:
         ),
         flush=True,
     )
-    stop = asyncio.Event()
-    loop = asyncio.get_running_loop()
-    for sig in (signal.SIGTERM, signal.SIGINT):
-        loop.add_signal_handler(sig, stop.set)
     signalled = asyncio.ensure_future(stop.wait())
     stopped = asyncio.ensure_future(broker.stopped.wait())  # by itself: its lease was lost
     await asyncio.wait({signalled, stopped}, return_when=asyncio.FIRST_COMPLETED)

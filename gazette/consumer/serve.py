@@ -23,6 +23,7 @@ from typing import Any
 from gazette.consumer.application import Application
 from gazette.consumer.consumer import Consumer
 from gazette.protocol.errors import ValidationError
+from gazette.tasks import dump_tasks
 
 LEASE_LOST_EXIT_CODE = 3
 HOLD_VIEW_ENV = "GAZETTE_TEST_HOLD_VIEW_ON_SIGUSR1"  # a test hook: SIGUSR1 makes the member a zombie
@@ -157,13 +158,15 @@ async def serve(consumer: Consumer) -> None:
         "root": consumer.root,
         "pid": os.getpid(),
     }
-    print(json.dumps(ready), flush=True)
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
+    loop.add_signal_handler(signal.SIGUSR2, dump_tasks)  # what each task waits on, to the log
     if os.environ.get(HOLD_VIEW_ENV) == "1":  # zombie tests only: see Consumer.hold_etcd_view
         loop.add_signal_handler(signal.SIGUSR1, consumer.hold_etcd_view)
+    # Ready only once the handlers are in place: a signal sent at once must not kill it unhandled.
+    print(json.dumps(ready), flush=True)
     signalled = asyncio.ensure_future(stop.wait())
     stopped = asyncio.ensure_future(consumer.stopped.wait())  # by itself: its lease was lost
     await asyncio.wait({signalled, stopped}, return_when=asyncio.FIRST_COMPLETED)

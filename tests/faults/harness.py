@@ -10,6 +10,8 @@ from __future__ import annotations
 import base64
 import json
 import os
+import signal
+import time
 import urllib.request
 from collections.abc import Callable
 
@@ -135,13 +137,34 @@ def route_consistent(cluster: LocalCluster, journal: str) -> bool:
     return True
 
 
+TASK_DUMP_MARK = "asyncio tasks"  # the header line gazette.tasks.dump_tasks writes
+TASK_DUMP_LINES = 400
+
+
 def log_tails(cluster: LocalCluster, lines: int = 40) -> str:
+    """The end of each broker's log, then what each running broker's tasks wait on (SIGUSR2 asks
+    it to write them to its log): the report of a failed fault test."""
+    asked = {}
+    for h in cluster.brokers:
+        if h.pid is not None and h.running and h.log_path and os.path.exists(h.log_path):
+            asked[h.index] = os.path.getsize(h.log_path)
+            os.kill(h.pid, signal.SIGUSR2)
+    deadline = time.monotonic() + 5.0
     out = []
     for h in cluster.brokers:
-        if h.log_path and os.path.exists(h.log_path):
+        if not (h.log_path and os.path.exists(h.log_path)):
+            continue
+        text = ""
+        while True:
             with open(h.log_path, errors="replace") as f:
-                tail = f.read().splitlines()[-lines:]
-            out.append(f"--- {h.suffix} ({h.log_path})\n" + "\n".join(tail))
+                text = f.read()
+            if h.index not in asked or TASK_DUMP_MARK in text[asked[h.index] :] or time.monotonic() > deadline:
+                break
+            time.sleep(0.1)  # a diagnostic on the failure path: the broker writes its dump soon
+        logged, dump = (text[: asked[h.index]], text[asked[h.index] :]) if h.index in asked else (text, "")
+        out.append(f"--- {h.suffix} ({h.log_path})\n" + "\n".join(logged.splitlines()[-lines:]))
+        if dump:
+            out.append(f"--- {h.suffix} tasks\n" + "\n".join(dump.splitlines()[:TASK_DUMP_LINES]))
     return "\n".join(out)
 
 

@@ -260,6 +260,20 @@ class Workload:
         with self._lock:
             return set(self.inflight)
 
+    def busy_moment(self, deadline_s: float = 30.0, poll_s: float = 0.001) -> tuple[float, set[tuple[str, int, int]]]:
+        """Waits for a moment with appends in flight, so a fault sent at once lands on a busy writer:
+        returns that moment and the keys in flight then (the time is read first, so each of those
+        appends ends after it). Writers can all be between attempts, backing off after a failure,
+        so sampling at an arbitrary moment can find none in flight."""
+        deadline = time.monotonic() + deadline_s
+        while time.monotonic() < deadline:
+            t = time.monotonic()
+            keys = self.inflight_keys()
+            if keys:
+                return t, keys
+            time.sleep(poll_s)
+        raise AssertionError(f"no append was in flight for {deadline_s:.0f} s: {self.outcomes()}")
+
     def acked(self) -> list[Attempt]:
         with self._lock:
             return [a for a in self.attempts if a.outcome == ACKED]

@@ -366,3 +366,19 @@ def test_paused_broker_stops_answering_until_resumed(etcd, etcd_root, tmp_path) 
         res = client.append(journal, b"after the pause\n")
         assert res.begin == len(b"before the pause\n")
         assert client.read_all(journal) == b"before the pause\nafter the pause\n"
+
+
+def test_sigusr2_writes_every_task_stack_to_the_broker_log(subprocess_cluster: LocalCluster) -> None:
+    """A broker that seems stuck can be asked what each of its tasks waits on, without stopping it."""
+    handle = subprocess_cluster.brokers[0]
+    os.kill(handle.pid, signal.SIGUSR2)
+
+    def dumped() -> str:
+        text = Path(handle.log_path).read_text(errors="replace")
+        return text if "asyncio tasks" in text and "task keyspace watch" in text else ""
+
+    text = wait_for("the task dump in the broker's log", dumped)
+    assert "Stack for <Task" in text  # each task's suspended frames follow its name
+    client = subprocess_cluster.client()  # and the broker goes on serving
+    client.apply_journals([subprocess_cluster.journal_spec("local/sigusr2/one")])
+    assert client.append("local/sigusr2/one", b"still serving\n").end > 0
