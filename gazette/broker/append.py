@@ -302,7 +302,7 @@ class AppendFSM:
             self._fail(f"updating assignments of {self.journal}: {exc}")
             return
         # Either way the KeySpace moves on: resolve again once it has seen the change.
-        self.read_through_rev = revision if ok and revision else self.broker.ks.revision + 1
+        self.read_through_rev = revision
         self.state = State.RESOLVE
 
     async def _on_await_desired_replicas(self) -> None:
@@ -396,7 +396,7 @@ class AppendFSM:
         except Exception as exc:
             self._fail(f"updating the suspension of {self.journal}: {exc}")
             return
-        self.read_through_rev = revision if ok and revision else self.broker.ks.revision + 1
+        self.read_through_rev = revision
         self.state = State.RESOLVE
 
     # --- content ---------------------------------------------------------------------------------

@@ -10,9 +10,11 @@ from __future__ import annotations
 import dataclasses
 
 import aetcd
+from aetcd import rpc
 
 from gazette.allocator.journals import route_equivalent
 from gazette.keyspace import layout
+from gazette.keyspace.etcd import txn
 from gazette.keyspace.keyspace import KeySpace, KeyValue
 from gazette.protocol import broker_pb2 as pb
 from gazette.protocol.spec import JournalSpec, SuspendLevel
@@ -34,18 +36,15 @@ def assignments_match(assignments: list[KeyValue], route: pb.Route) -> bool:
 async def update_assignments(etcd: aetcd.Client, assignments: list[KeyValue], route: pb.Route) -> tuple[bool, int]:
     """Writes `route` into every assignment whose value differs, keeping each key's lease.
 
-    Returns (succeeded, revision): the revision to read through before resolving again.
+    Returns (succeeded, revision): etcd's revision as of the txn, to read through before resolving
+    again. Failed or not, that revision holds whatever the txn saw: a compare that failed did so on
+    a change at or before it, so the KeySpace reaching it is guaranteed, and is all that is needed.
     """
-    tx = etcd.transactions
     value = route_value(route)
-    compare = [tx.mod(kv.key.encode()) == kv.mod_revision for kv in assignments]
-    success = [
-        tx.put(kv.key.encode(), value, lease=kv.lease or None)
-        for kv in assignments
-        if not route_equivalent(kv.decoded, route)
-    ]
-    ok, resp = await etcd.transaction(compare=compare, success=success, failure=[])
-    return ok, _revision(resp)
+    compares = [_mod_is(kv.key, kv.mod_revision) for kv in assignments]
+    ops = [_put(kv.key, value, kv.lease) for kv in assignments if not route_equivalent(kv.decoded, route)]
+    resp = await txn(etcd, rpc.TxnRequest(compare=compares, success=ops, failure=[]))
+    return bool(resp.succeeded), int(resp.header.revision)
 
 
 async def update_suspend(
@@ -56,21 +55,20 @@ async def update_suspend(
     level: SuspendLevel,
     offset: int,
 ) -> tuple[bool, int]:
-    """Writes the spec with a new suspension, guarded by the item's and every assignment's revision."""
-    tx = etcd.transactions
-    item_key = layout.item_key(ks.root, spec.name).encode()
+    """Writes the spec with a new suspension, guarded by the item's and every assignment's revision.
+    Returns (succeeded, etcd's revision as of the txn), as update_assignments does."""
+    item_key = layout.item_key(ks.root, spec.name)
     updated = dataclasses.replace(spec, suspend_level=level, suspend_offset=offset)
-    compare = [tx.mod(item_key) == item_mod_revision]
-    compare += [tx.mod(kv.key.encode()) == kv.mod_revision for kv in assignments_of(ks, spec.name)]
-    ok, resp = await etcd.transaction(
-        compare=compare, success=[tx.put(item_key, updated.to_proto().SerializeToString())], failure=[]
-    )
-    return ok, _revision(resp)
+    compares = [_mod_is(item_key, item_mod_revision)]
+    compares += [_mod_is(kv.key, kv.mod_revision) for kv in assignments_of(ks, spec.name)]
+    ops = [_put(item_key, updated.to_proto().SerializeToString(), 0)]
+    resp = await txn(etcd, rpc.TxnRequest(compare=compares, success=ops, failure=[]))
+    return bool(resp.succeeded), int(resp.header.revision)
 
 
-def _revision(responses) -> int:
-    """The revision a successful txn wrote at (0 when it wrote nothing or failed)."""
-    for r in responses:
-        if r.WhichOneof("response") == "response_put":
-            return int(r.response_put.header.revision)
-    return 0
+def _mod_is(key: str, mod_revision: int) -> rpc.Compare:
+    return rpc.Compare(key=key.encode(), result=rpc.Compare.EQUAL, target=rpc.Compare.MOD, mod_revision=mod_revision)
+
+
+def _put(key: str, value: bytes, lease: int) -> rpc.RequestOp:
+    return rpc.RequestOp(request_put=rpc.PutRequest(key=key.encode(), value=value, lease=lease or 0))

@@ -262,7 +262,7 @@ class Consumer:
             if resp.succeeded:
                 await self.ks.wait_for_revision(int(resp.header.revision))
                 return
-            await self.ks.wait_for_revision(kv.mod_revision + 1)
+            await self.ks.wait_for_revision(int(resp.header.revision))  # holds the change that beat us
 
 
 # ---- the shard space
