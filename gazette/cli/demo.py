@@ -439,8 +439,10 @@ class _Demo:
                     behind = {
                         j: self.heads[j] - through[j] for j in self.journals if through[j] < self.heads[j]
                     }
+                    logs = self.cluster.dump_tasks()  # what every process waits on, for the report
                     raise DemoError(
-                        f"the consumer did not reach the write heads in {STEP_TIMEOUT_S:.0f} s: behind {behind}"
+                        f"the consumer did not reach the write heads in {STEP_TIMEOUT_S:.0f} s: behind {behind} "
+                        f"(each process wrote its tasks' stacks to its log: {len(logs)} logs under the data dir)"
                     )
                 time.sleep(POLL_INTERVAL_S * 4)
         for shard_id, journal in zip(self.shard_ids, self.journals, strict=True):

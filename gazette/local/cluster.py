@@ -349,6 +349,21 @@ class LocalCluster:
         self._need_subprocess("resume_consumer", "consumer")
         os.kill(self._consumer_group(group).pid(i), signal.SIGCONT)
 
+    def dump_tasks(self) -> list[str]:
+        """Asks each running subprocess broker and consumer to write every asyncio task's stack to
+        its log (SIGUSR2): what a cluster that seems stuck waits on. Returns the logs to read."""
+        logs = []
+        for h in self.brokers:
+            if h.pid is not None and h.running:
+                os.kill(h.pid, signal.SIGUSR2)
+                logs.append(h.log_path)
+        for group in self._consumer_groups:
+            for m in group.members:
+                if m.proc is not None and m.proc.poll() is None:
+                    os.kill(m.proc.pid, signal.SIGUSR2)
+                    logs.append(m.log_path)
+        return logs
+
     def shard_client(self) -> Any:
         """The ShardClient of the newest consumer application `run_consumer` started."""
         if not self._consumer_groups:
