@@ -28,7 +28,7 @@ from gazette.consumer.application import DeferToNextTransaction
 from gazette.consumer.store import ConsumerCheckpoint, Store
 from gazette.message.envelope import Envelope
 from gazette.message.publisher import Publisher
-from gazette.message.reader import ReadUncommitted
+from gazette.message.reader import ReadUncommitted, replay_reader
 from gazette.message.sequencer import PRUNE_HORIZON_24H_S, QueueOutcome, Sequencer, prune_horizon_clock
 from gazette.message.uuid import Clock, clock_from_unix_ns
 from gazette.protocol.errors import GazetteError
@@ -333,7 +333,7 @@ class TransactionLoop:
             if stop != "replay":
                 return consumed, stop == "defer"
             journal, begin, end = self.sequencer.replay_range()
-            replay = ReadUncommitted(self.shard.client, journal, begin, end_offset=end, framing=chunk.reader.framing)
+            replay = replay_reader(self.shard.client, journal, begin, end, chunk.reader.framing)
             self.sequencer.start_replay([e async for e in replay])
 
     def _sequence_and_consume(self, chunk: _Chunk) -> tuple[int, str]:  # on the worker thread

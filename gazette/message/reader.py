@@ -45,6 +45,18 @@ def _check_client(client: object) -> None:
         raise TypeError(f"{client!r} is neither a gazette Client nor an AsyncClient")
 
 
+def replay_reader(
+    client: Client | AsyncClient, journal: str, begin: int, end: int, framing: Framing | None, *, strict: bool = False
+) -> ReadUncommitted:
+    """The read of a Sequencer's `replay_range()` (ACK_COMMIT_REPLAY): every message of [begin, end).
+
+    It blocks, as the reference's replay reader does: a broker can answer OFFSET_NOT_YET_AVAILABLE
+    inside a committed range (a primary whose spool missed a range that a replica holds until it
+    persists it), and a read that stopped there would hand the Sequencer a short replay, whose
+    missing messages the ACK then commits unseen: lost."""
+    return ReadUncommitted(client, journal, begin, block=True, end_offset=end, framing=framing, strict=strict)
+
+
 class ReadUncommitted:
     """Every message of `journal` from `offset` (-1: the write head), uncommitted ones included.
 
@@ -352,9 +364,7 @@ class ReadCommitted(ReadUncommitted):
         journal, begin, end = self.sequencer.replay_range()
         self.replays += 1
         log.debug("journal %s: replaying [%d, %d) for a sequence no longer in the ring", journal, begin, end)
-        return ReadUncommitted(
-            self.client, journal, begin, end_offset=end, framing=self.framing, strict=self.strict
-        )
+        return replay_reader(self.client, journal, begin, end, self.framing, strict=self.strict)
 
     # The two loops below are the same algorithm; the sync one streams a replay through the loop
     # thread, the async one (whose step() cannot await) reads the replay range into a list first.

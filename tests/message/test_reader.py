@@ -33,6 +33,7 @@ from gazette.message import (
 )
 from gazette.message.checkpoint import Checkpoint
 from gazette.message.framing import CSVFraming, FixedFraming, FramingError, JSONFraming
+from gazette.message.reader import replay_reader
 from gazette.message.sequencer import QueueOutcome
 from gazette.message.uuid import CLOCK_TICK, new_producer_id
 from gazette.protocol.errors import GazetteError, ValidationError
@@ -310,6 +311,24 @@ def test_checkpoint_with_an_open_transaction_replays_it_when_the_ack_comes(clust
     second = ReadCommitted(client, journal, checkpoint=cp.to_dict())
     assert _where(second) == [span[0], span[2], ack[0]]
     assert second.replays == 1
+
+
+def test_a_replay_read_waits_for_its_whole_range(cluster, client):
+    """A replay covers a committed range, so a broker answering OFFSET_NOT_YET_AVAILABLE inside it
+    (a primary whose spool missed a range a replica still holds) means "wait", never "done": a
+    replay that stopped there would let the ACK commit the unread messages unseen. Here the range's
+    tail is appended only after the read has delivered all that was readable."""
+    journal = _journal(cluster, client)
+    p = Producer()
+    frames = [p.frame(CONT, k) for k in range(4)]
+    readable = _append(client, journal, frames[:2])
+    end = readable[-1][1] + len(frames[2]) + len(frames[3])
+    replay = iter(replay_reader(client, journal, 0, end, JSONFraming()))
+    assert _where(_take(replay, 2)) == readable  # all that is readable so far
+    rest = _append(client, journal, frames[2:])
+    with concurrent.futures.ThreadPoolExecutor(1) as pool:
+        remaining = pool.submit(list, replay).result(WAIT_S)
+    assert _where(remaining) == rest, "the replay ended at the write head instead of its range's end"
 
 
 def test_blocking_readers_tail_the_journal(cluster, client):
