@@ -1,7 +1,8 @@
 """The Read RPC (reference 3.5): metadata then content, per fragment, with long-polling.
 
 Any replica serves reads, except a range it lacks because it joined the route after the range was
-written (still only in its peers' spools): the primary serves those. Local fragments are read from their spool file; persisted ones are opened
+written (still only in its peers' spools): the primary serves those; and a primary that lacks a
+committed range (its spool missed a commit a peer got) reads it from that peer. Local fragments are read from their spool file; persisted ones are opened
 from the store, decompressed and verified (in a thread, never on the loop) and streamed from the
 requested offset. A non-blocking read at the write head ends with OFFSET_NOT_YET_AVAILABLE.
 """
@@ -108,6 +109,7 @@ async def serve_read(
     await index.wait_first_refresh()
     offset = req.offset
     header: pb.Header | None = res.header
+    peers_tried_at: int | None = None
     while True:
         if req.end_offset and offset >= req.end_offset:
             return
@@ -117,6 +119,21 @@ async def serve_read(
             async for resp in _read_at_primary(broker, journal, req, offset):
                 yield resp
             return
+        if replica.is_primary and offset != peers_tried_at and await _in_gap(index, offset, req.begin_mod_time):
+            # The primary itself lacks a committed range: its spool missed the commit a peer got
+            # before the old primary died (the pipeline then rolled past it). That peer serves it now,
+            # rather than readers waiting until it persists the range minutes later.
+            peers_tried_at = offset
+            async for resp in _read_at_peers(broker, res.route, req, offset):
+                if resp.content:
+                    offset += len(resp.content)
+                elif header is not None:
+                    resp.header.CopyFrom(header)
+                    header = None
+                yield resp
+                if req.metadata_only:
+                    return
+            continue
         if req.block:
             # A read blocked on a replica that is then unassigned from this broker would wait
             # forever: end it when the journal's route or spec changes (the client resumes here).
@@ -189,6 +206,39 @@ async def _read_at_primary(
     fwd.offset = offset
     async for resp in broker.proxy.read(res, fwd):
         yield resp
+
+
+PEER_READ_TIMEOUT_S = 30.0  # a peer that stops answering (paused) gives the read back to the primary
+
+
+async def _read_at_peers(
+    broker: Broker, route: pb.Route, req: pb.ReadRequest, offset: int
+) -> AsyncIterator[pb.ReadResponse]:
+    """What the first peer holding `offset` has from there (a non-blocking read of its own index):
+    its fragment metadata and content, ending where it ends or where it would answer otherwise."""
+    for member, endpoint in zip(route.members, route.endpoints, strict=False):
+        if (member.zone, member.suffix) == (broker.zone, broker.suffix) or not endpoint:
+            continue
+        fwd = pb.ReadRequest()
+        fwd.CopyFrom(req)
+        fwd.ClearField("header")
+        fwd.offset, fwd.block, fwd.do_not_proxy = offset, False, True
+        served = False
+        call = broker.proxy.stub(endpoint).Read(fwd, timeout=PEER_READ_TIMEOUT_S)
+        try:
+            async for resp in call:
+                if not resp.content and (resp.status != pb.OK or resp.offset != offset):
+                    break  # the peer lacks it too, is at its head, or would jump: not ours to follow
+                resp.ClearField("header")
+                served = served or bool(resp.content) or req.metadata_only
+                offset += len(resp.content)
+                yield resp
+        except grpc.aio.AioRpcError:
+            pass  # gone, paused or not a member any more: the next peer, or the primary's own wait
+        finally:
+            call.cancel()
+        if served:
+            return
 
 
 async def _remote_content(fragment: Fragment, offset: int, stop: int) -> AsyncIterator[bytes]:
