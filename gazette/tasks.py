@@ -4,6 +4,7 @@ cancels and awaits it in one place, without swallowing a cancellation of its own
 from __future__ import annotations
 
 import asyncio
+import sys
 from collections.abc import Awaitable
 from typing import TypeVar
 
@@ -44,8 +45,6 @@ async def first_of(awaitable: Awaitable[T], event: asyncio.Event | None) -> tupl
 def dump_tasks(out=None) -> None:
     """Writes every task of the running loop with the stack it is suspended at (to stderr by
     default): what a process waits on when it seems stuck. Servers call it on SIGUSR2."""
-    import sys
-
     out = out or sys.stderr
     tasks = sorted(asyncio.all_tasks(), key=lambda t: t.get_name())
     print(f"--- {len(tasks)} asyncio tasks", file=out)
