@@ -5,6 +5,7 @@ from __future__ import annotations
 import _thread
 import asyncio
 import io
+import signal
 import sys
 import threading
 import time
@@ -179,9 +180,16 @@ def test_blocking_read_stops_cleanly_on_an_interrupt(magics, journal, monkeypatc
     magics.client.append(journal, b"a\nb\n")
     out = _Stdout("2\tb")
     monkeypatch.setattr(sys, "stdout", out)
-    _when_seen(out, _thread.interrupt_main)  # Ctrl-C once both lines were printed
-    summary = magics.run(f"read {journal} --block --offset 0")  # no timeout: only the interrupt ends it
-    monkeypatch.undo()
+    # Ctrl-C as a kernel delivers it: Python's own SIGINT handler raising KeyboardInterrupt. Whatever
+    # handler earlier code left installed (interrupt_main does nothing under SIG_IGN) is put back after.
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        _when_seen(out, _thread.interrupt_main)  # Ctrl-C once both lines were printed
+        # The timeout only bounds a lost interrupt: the read must end by the interrupt, long before.
+        summary = magics.run(f"read {journal} --block --offset 0 --timeout {DEADLINE_S:.0f}")
+    finally:
+        signal.signal(signal.SIGINT, previous)
+        monkeypatch.undo()
     assert out.getvalue().splitlines() == ["0\ta", "2\tb"]
     assert summary.startswith(f"{journal}: 2 line(s) from offset 0 to 4; interrupted after ")
 
