@@ -8,9 +8,11 @@ keyspace (read-only), fragment and message; never on a running broker.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import sys
+from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
 from fragments_io.errors import (
@@ -82,9 +84,32 @@ def spark_session(master: str = "local[2]", app_name: str = "fragments_io", **co
     builder = SparkSession.builder.master(master).appName(app_name)
     for key, value in conf.items():
         builder = builder.config(key, value)
-    spark = builder.getOrCreate()
+    with _gateway_launched_without_python_in_the_child():
+        spark = builder.getOrCreate()
     register(spark)
     return spark
+
+
+@contextlib.contextmanager
+def _gateway_launched_without_python_in_the_child() -> Iterator[None]:
+    """PySpark starts its JVM with a `preexec_fn` (to ignore Ctrl-C), which runs Python in the forked
+    child; with gRPC threads busy in this process (a client, an in-process cluster) that child can
+    die before exec ("Java gateway process exited before sending its port number"). A new session
+    (setsid, done without Python) keeps terminal Ctrl-C away from the JVM just as well."""
+    from pyspark import java_gateway
+
+    original = java_gateway.Popen
+
+    def popen(*args: Any, **kwargs: Any) -> Any:
+        if kwargs.pop("preexec_fn", None) is not None:
+            kwargs["start_new_session"] = True
+        return original(*args, **kwargs)
+
+    java_gateway.Popen = popen  # type: ignore[assignment,misc]
+    try:
+        yield
+    finally:
+        java_gateway.Popen = original  # type: ignore[misc]
 
 
 PUSHDOWN_CONF = "spark.sql.python.filterPushdown.enabled"

@@ -5,6 +5,7 @@ and journals written by a real broker, read in etcd mode and compared with ReadC
 from __future__ import annotations
 
 import logging
+import os
 
 import pytest
 from fio_journals import FRAMING, envelopes_of, persist_fragment, persist_journal, random_journal
@@ -191,3 +192,10 @@ def test_broker_written_journals_in_etcd_mode(spark, etcd, etcd_root, tmp_path):
         assert _load(spark, journals="brk/", **etcd_opts).count() == sum(len(v) for v in want.values())
         # Store-only mode over the same store reads the same committed rows.
         assert _by_journal(_load(spark, store=store).select("journal", "begin").collect()) == want
+
+
+def test_the_jvm_was_started_in_its_own_session_without_a_preexec_fn(spark):
+    """spark_session launches the JVM with setsid instead of PySpark's preexec_fn: no Python runs in
+    the forked child, which gRPC threads busy in this process could otherwise kill before exec."""
+    proc = spark.sparkContext._gateway.proc
+    assert os.getsid(proc.pid) == proc.pid != os.getsid(0)
