@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import io
 import logging
 import os
 import shutil
@@ -27,6 +28,7 @@ from gazette.keyspace.etcd import EmbeddedEtcd
 from gazette.keyspace.procutil import read_ready_line, spawn, terminate, terminate_all
 from gazette.protocol.errors import GazetteError
 from gazette.protocol.spec import JournalSpec
+from gazette.tasks import dump_tasks
 
 log = logging.getLogger(__name__)
 
@@ -159,7 +161,7 @@ class LocalCluster:
             proc.send_signal(signal.SIGTERM)
         inprocess = [h.broker.stop(graceful=True) for h in self.brokers if h.broker is not None]
         if inprocess:
-            self._loop.run(_gather(inprocess))
+            self._loop.run(_stop_all(inprocess, self.exit_drain_s + STOP_GRACE_S))
         for proc in terminate_all(list(procs), self.exit_drain_s + STOP_GRACE_S):
             h = procs[proc]
             log.warning("broker %s did not stop within %.0f s of SIGTERM and was killed; its log ends with:\n%s",
@@ -428,8 +430,19 @@ def _tail(path: str, n: int = 2000) -> str:
         return ""
 
 
-async def _gather(coros: list) -> None:
-    await asyncio.gather(*coros, return_exceptions=True)
+async def _stop_all(stops: list, timeout: float) -> None:
+    """Runs in-process broker stops together for up to `timeout` s; one still running then is logged
+    with every task's stack (what it waits on) and cancelled, so closing a cluster never hangs."""
+    tasks = [asyncio.ensure_future(c) for c in stops]
+    _done, late = await asyncio.wait(tasks, timeout=timeout)
+    if late:
+        stacks = io.StringIO()
+        dump_tasks(stacks)
+        log.warning("%d in-process broker(s) did not stop within %.0f s; cancelling. Tasks:\n%s",
+                    len(late), timeout, stacks.getvalue())
+        for t in late:
+            t.cancel()
+    await asyncio.gather(*tasks, return_exceptions=True)
 
 
 def _wait_stopped(pid: int, timeout: float = PAUSE_TIMEOUT_S) -> None:

@@ -219,6 +219,33 @@ def test_inprocess_mode_refuses_signals_with_a_clear_error(etcd, etcd_root, tmp_
         assert client.read_all("local/inproc/one") == b"ok\n"
 
 
+def test_close_gives_up_on_an_inprocess_broker_stop_that_hangs(etcd, etcd_root, tmp_path, monkeypatch, caplog) -> None:
+    """Closing never hangs: an in-process broker whose stop does not finish within the cluster's
+    deadline is logged with every task's stack (what it waits on) and cancelled."""
+    import asyncio
+
+    from gazette.local import cluster as cluster_module
+
+    monkeypatch.setattr(cluster_module, "STOP_GRACE_S", 0.5)
+    cluster = LocalCluster(
+        brokers=1, mode="inprocess", etcd=etcd.endpoint, root=etcd_root, data_dir=str(tmp_path / "data"),
+        exit_drain_s=0.5,
+    ).start()  # fmt: skip
+    broker = cluster.brokers[0].broker
+    real_stop = broker.stop
+
+    async def stuck_stop(graceful: bool = True) -> None:
+        await real_stop(graceful=graceful)  # really stopped (the test leaves nothing running) ...
+        await asyncio.Event().wait()  # ... then waits forever, as a stop stuck on a peer would
+
+    broker.stop = stuck_stop
+    with caplog.at_level("WARNING", logger="gazette.local.cluster"):
+        cluster.close()
+    (warning,) = [r.getMessage() for r in caplog.records if "did not stop within" in r.getMessage()]
+    assert "1 in-process broker(s) did not stop within 1 s" in warning
+    assert "stuck_stop" in warning  # the stuck task's stack names where it waits
+
+
 def test_bad_arguments_are_refused(etcd, etcd_root) -> None:
     with pytest.raises(GazetteError, match="mode"):
         LocalCluster(mode="threads")
