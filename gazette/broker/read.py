@@ -113,13 +113,16 @@ async def serve_read(
     while True:
         if req.end_offset and offset >= req.end_offset:
             return
-        if not replica.is_primary and not req.do_not_proxy and await _in_gap(index, offset, req.begin_mod_time):
+        q = await index.query(offset, False, req.begin_mod_time)  # never waits when not blocking
+        # A gap: no local fragment covers `offset`, though the index knows content past it.
+        in_gap = q.status == Status.OFFSET_NOT_YET_AVAILABLE and q.offset < q.write_head
+        if in_gap and not replica.is_primary and not req.do_not_proxy:
             # This replica joined after [offset, ...) was written: that range lives only in its
             # peers' spools until they persist it. The primary serves the rest of this read.
             async for resp in _read_at_primary(broker, journal, req, offset):
                 yield resp
             return
-        if replica.is_primary and offset != peers_tried_at and await _in_gap(index, offset, req.begin_mod_time):
+        if in_gap and replica.is_primary and offset != peers_tried_at:
             # The primary itself lacks a committed range: its spool missed the commit a peer got
             # before the old primary died (the pipeline then rolled past it). That peer serves it now,
             # rather than readers waiting until it persists the range minutes later.
@@ -147,8 +150,6 @@ async def serve_read(
                 offset = blocked.offset  # (a read from -1 keeps the head it began at)
                 continue  # a gap: handed to the primary at the top of the loop
             q = blocked
-        else:
-            q = await index.query(offset, False, req.begin_mod_time)
         meta = pb.ReadResponse(status=to_pb(q.status), offset=q.offset, write_head=q.write_head)
         if header is not None:
             meta.header.CopyFrom(header)
@@ -186,12 +187,6 @@ async def _content_or_gap(index: Any, offset: int, begin_mod_time: int, watch_ga
             return q
         offset = q.offset  # -1 (the write head) is resolved once, as a blocking query does
         await index.wait_for_change()
-
-
-async def _in_gap(index: Any, offset: int, begin_mod_time: int) -> bool:
-    """True when no local fragment covers `offset` though the index knows content past it."""
-    q = await index.query(offset, False, begin_mod_time)
-    return q.status == Status.OFFSET_NOT_YET_AVAILABLE and q.offset < q.write_head
 
 
 async def _read_at_primary(
