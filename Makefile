@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 EXTRAS ?= dev,s3,spark,notebook
 
-.PHONY: venv demo test test-fast lint typecheck protos bench bench-quick soak lab clean
+.PHONY: venv peers demo test test-fast lint typecheck protos bench bench-quick soak lab clean
 
 venv: $(STAMP)
 
@@ -14,6 +14,29 @@ $(STAMP): pyproject.toml
 	$(BIN)/python -m pip install -q --upgrade pip
 	$(BIN)/python -m pip install -q -e ".[$(EXTRAS)]"
 	@touch $(STAMP)
+
+# Real Gazette (gazette, gazctl) at the version pinned in tests/interop/gopeers/go.mod, built from the Go
+# module proxy into build/peers/bin and reused while that go.mod is unchanged. cgo (a C compiler) builds
+# its zstd codec; without one it builds with -tags nozstd. Without Go the interop tests skip, saying so.
+PEERS_BIN := build/peers/bin
+GOPEERS := tests/interop/gopeers
+PEERS_STAMP := $(PEERS_BIN)/.built
+peers: $(PEERS_STAMP)
+
+$(PEERS_STAMP): $(GOPEERS)/go.mod $(GOPEERS)/go.sum $(GOPEERS)/tools.go
+	@if ! command -v go >/dev/null 2>&1; then \
+	  echo "peers: Go is not installed, so the interop tests will skip (install Go >= 1.25, e.g. apt-get install golang-go, then: make peers)"; \
+	else \
+	  mkdir -p $(PEERS_BIN); \
+	  if command -v cc >/dev/null 2>&1; then cgo=1; tags=; else cgo=0; tags="-tags nozstd"; fi; \
+	  echo "peers: building gazette and gazctl ($$(sed -n 's/^require go.gazette.dev\/core //p' $(GOPEERS)/go.mod), CGO_ENABLED=$$cgo)"; \
+	  for attempt in 1 2; do \
+	    (cd $(GOPEERS) && CGO_ENABLED=$$cgo GOFLAGS=-mod=mod go build $$tags -o $(CURDIR)/$(PEERS_BIN)/ \
+	      go.gazette.dev/core/cmd/gazette go.gazette.dev/core/cmd/gazctl) && \
+	      sed -n 's/^require go.gazette.dev\/core //p' $(GOPEERS)/go.mod > $(PEERS_BIN)/VERSION && touch $@ && break; \
+	    [ $$attempt = 2 ] && exit 1; echo "peers: build failed, trying once more"; sleep 5; \
+	  done; \
+	fi
 
 demo: $(STAMP)
 	$(BIN)/gazette demo
@@ -25,7 +48,7 @@ typecheck: $(STAMP)
 	$(BIN)/mypy gazette
 
 # Lint and types first (cheap), then the whole suite; the demo runs inside it (tests/test_demo.py).
-test: $(STAMP) lint typecheck
+test: $(STAMP) peers lint typecheck
 	$(BIN)/python -m pytest -m "not soak" $(PYTEST_ARGS)
 
 soak: $(STAMP)

@@ -19,7 +19,13 @@ from prometheus_client import start_http_server
 
 from gazette.allocator import Allocator, Session, announce, broker_spec_exiting, journal_adapter
 from gazette.broker.append import AppendFailed, serve_append, zero_byte_append
-from gazette.broker.journals import serve_apply, serve_flush, serve_list, serve_list_fragments
+from gazette.broker.journals import (
+    serve_apply,
+    serve_flush,
+    serve_fragment_store_health,
+    serve_list,
+    serve_list_fragments,
+)
 from gazette.broker.metrics import BrokerMetrics
 from gazette.broker.proxy import Proxy
 from gazette.broker.read import serve_read
@@ -34,6 +40,8 @@ from gazette.keyspace.etcd import connect
 from gazette.keyspace.keyspace import KeySpace
 from gazette.protocol import broker_pb2 as pb
 from gazette.protocol import broker_pb2_grpc as pb_grpc
+from gazette.protocol import gazette_py_pb2 as gpy
+from gazette.protocol import gazette_py_pb2_grpc as gpy_grpc
 from gazette.protocol.endpoints import GRPC_MESSAGE_OPTIONS, GRPC_SERVER_KEEPALIVE_OPTIONS, advertised_host
 from gazette.protocol.errors import GazetteError
 from gazette.protocol.spec import JournalSpec
@@ -116,7 +124,9 @@ class Broker:
         self._server = grpc.aio.server(
             options=[*GRPC_MESSAGE_OPTIONS, *GRPC_SERVER_KEEPALIVE_OPTIONS, ("grpc.so_reuseport", 0)]
         )
-        pb_grpc.add_JournalServicer_to_server(JournalService(self), self._server)
+        service = JournalService(self)
+        pb_grpc.add_JournalServicer_to_server(service, self._server)
+        gpy_grpc.add_FlusherServicer_to_server(FlusherService(service), self._server)
         bound = self._server.add_insecure_port(f"{self.host}:{self.port}")
         self.port = bound
         self.endpoint = f"http://{self.advertise}:{bound}"
@@ -402,9 +412,22 @@ class JournalService(pb_grpc.JournalServicer):
         self._done("ListFragments", resp.status)
         return resp
 
-    async def Flush(self, request, context) -> pb.FlushResponse:
-        self.b.metrics.started.labels("Flush").inc()
-        resp = await serve_flush(self.b, request, context)
-        self._done("Flush", resp.status)
+    async def FragmentStoreHealth(self, request, context) -> pb.FragmentStoreHealthResponse:
+        self.b.metrics.started.labels("FragmentStoreHealth").inc()
+        resp = await serve_fragment_store_health(self.b, request, context)
+        self._done("FragmentStoreHealth", resp.status)
+        return resp
+
+
+class FlusherService(gpy_grpc.FlusherServicer):
+    """gRPC adapter of gazette-py's own Flush RPC (package gazette_py, beside protocol.Journal)."""
+
+    def __init__(self, journals: JournalService) -> None:
+        self.journals = journals
+
+    async def Flush(self, request, context) -> gpy.FlushResponse:
+        self.journals.b.metrics.started.labels("Flush").inc()
+        resp = await serve_flush(self.journals.b, request, context)
+        self.journals._done("Flush", resp.status)
         return resp
 

@@ -14,12 +14,13 @@ import aetcd
 import grpc
 
 from gazette.broker.append import zero_byte_append
-from gazette.fragment.health import health_of
+from gazette.fragment.health import check_delete, health_of
 from gazette.keyspace import layout
 from gazette.protocol import broker_pb2 as pb
+from gazette.protocol import gazette_py_pb2 as gpy
 from gazette.protocol.errors import GazetteError
 from gazette.protocol.selector import LabelSelector, journal_labels
-from gazette.protocol.spec import JournalSpec
+from gazette.protocol.spec import JournalSpec, validate_store_url
 from gazette.protocol.status import Status, to_pb
 from gazette.protocol.validate import validate_journal_name
 
@@ -145,7 +146,7 @@ async def serve_list_fragments(
     index = res.replica.index
     await index.wait_first_refresh()
     limit = req.page_limit or FRAGMENTS_PAGE_DEFAULT
-    ttl = req.signature_ttl.ToTimedelta().total_seconds() if req.HasField("signature_ttl") else 0.0
+    ttl = req.signatureTTL.ToTimedelta().total_seconds() if req.HasField("signatureTTL") else 0.0
     out: list[pb.FragmentsResponse._Fragment] = []
     next_token = 0
     for frag in index.fragments():
@@ -165,7 +166,7 @@ async def serve_list_fragments(
     return pb.FragmentsResponse(status=to_pb(Status.OK), header=res.header, fragments=out, next_page_token=next_token)
 
 
-async def serve_flush(broker: Broker, req: pb.FlushRequest, context: grpc.aio.ServicerContext) -> pb.FlushResponse:
+async def serve_flush(broker: Broker, req: gpy.FlushRequest, context: grpc.aio.ServicerContext) -> gpy.FlushResponse:
     try:
         validate_journal_name(req.journal)
     except GazetteError as exc:
@@ -174,25 +175,45 @@ async def serve_flush(broker: Broker, req: pb.FlushRequest, context: grpc.aio.Se
         req.journal, require_primary=True, may_proxy=True, proxy_header=req.header if req.HasField("header") else None
     )
     if res.status != Status.OK:
-        return pb.FlushResponse(status=to_pb(res.status), header=res.header)
+        return gpy.FlushResponse(status=to_pb(res.status), header=res.header)
     if res.replica is None:
         return await broker.proxy.flush(res, req)
     fsm = await zero_byte_append(broker, req.journal, force_roll=True)
     if fsm.err is not None or fsm.status != Status.OK:
         status = fsm.status if fsm.status != Status.OK else Status.INSUFFICIENT_JOURNAL_BROKERS
-        return pb.FlushResponse(status=to_pb(status), header=res.header, store_error=str(fsm.err or ""))
+        return gpy.FlushResponse(status=to_pb(status), header=res.header, store_error=str(fsm.err or ""))
     try:
         persisted = await asyncio.wait_for(res.replica.wait_persisted(fsm.rolled), FLUSH_TIMEOUT_S)
     except (TimeoutError, GazetteError) as exc:
         # The store is down or refused: the rolled spool stays queued in the persister, which
         # keeps retrying; nothing committed is dropped.
         error = health_of(res.spec.stores[0]).error if res.spec and res.spec.stores else None
-        return pb.FlushResponse(
+        return gpy.FlushResponse(
             status=to_pb(Status.FRAGMENT_STORE_UNHEALTHY),
             header=res.header,
             store_error=error or str(exc) or f"not persisted within {FLUSH_TIMEOUT_S:.0f}s",
         )
-    resp = pb.FlushResponse(status=to_pb(Status.OK), header=res.header)
+    resp = gpy.FlushResponse(status=to_pb(Status.OK), header=res.header)
     if persisted is not None:
         resp.fragment.CopyFrom(persisted.to_proto())
+    return resp
+
+
+async def serve_fragment_store_health(
+    broker: Broker, req: pb.FragmentStoreHealthRequest, context: grpc.aio.ServicerContext
+) -> pb.FragmentStoreHealthResponse:
+    """Gazette's FragmentStoreHealth: the store's latest health check (waiting for a first one), and
+    with `check_delete` a put-then-remove probe under `check_delete_prefix` (gazctl shards prune asks
+    before it deletes). Any store URL may be asked about, not only those of this broker's journals."""
+    try:
+        validate_store_url(req.fragment_store, what="fragment_store")
+    except GazetteError as exc:
+        await context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(exc))
+    resp = pb.FragmentStoreHealthResponse(status=to_pb(Status.OK), header=broker.resolver.header())
+    error = await health_of(req.fragment_store).status()
+    if error is None and req.check_delete:
+        error = await check_delete(req.fragment_store, req.check_delete_prefix)
+    if error is not None:
+        resp.status = to_pb(Status.FRAGMENT_STORE_UNHEALTHY)
+        resp.store_health_error = error
     return resp

@@ -13,10 +13,12 @@ import grpc
 from gazette.broker.resolver import Resolution
 from gazette.protocol import broker_pb2 as pb
 from gazette.protocol import broker_pb2_grpc as pb_grpc
+from gazette.protocol import gazette_py_pb2 as gpy
+from gazette.protocol import gazette_py_pb2_grpc as gpy_grpc
 from gazette.protocol.endpoints import GRPC_CLIENT_OPTIONS, GRPC_PEER_KEEPALIVE_OPTIONS, grpc_target
 from gazette.protocol.status import Status, to_pb
 
-REPLICATE_METHOD = "/gazette.protocol.Journal/Replicate"
+REPLICATE_METHOD = "/protocol.Journal/Replicate"
 
 
 def _as_bytes(data: bytes) -> bytes:
@@ -96,11 +98,11 @@ class Proxy:
         fwd.header.CopyFrom(res.header)
         return await self.stub(endpoint).ListFragments(fwd)
 
-    async def flush(self, res: Resolution, req: pb.FlushRequest) -> pb.FlushResponse:
+    async def flush(self, res: Resolution, req: gpy.FlushRequest) -> gpy.FlushResponse:
         endpoint = self._endpoint(res)
         if endpoint is None:
-            return pb.FlushResponse(status=to_pb(Status.NO_JOURNAL_PRIMARY_BROKER), header=res.header)
-        fwd = pb.FlushRequest()
+            return gpy.FlushResponse(status=to_pb(Status.NO_JOURNAL_PRIMARY_BROKER), header=res.header)
+        fwd = gpy.FlushRequest()
         fwd.CopyFrom(req)
         fwd.header.CopyFrom(res.header)
-        return await self.stub(endpoint).Flush(fwd)
+        return await gpy_grpc.FlusherStub(self._channel(endpoint)).Flush(fwd)

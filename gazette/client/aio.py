@@ -20,6 +20,8 @@ from google.protobuf.duration_pb2 import Duration
 from gazette.fragment.fragment import Fragment
 from gazette.protocol import broker_pb2 as pb
 from gazette.protocol import broker_pb2_grpc as pb_grpc
+from gazette.protocol import gazette_py_pb2 as gpy
+from gazette.protocol import gazette_py_pb2_grpc as gpy_grpc
 from gazette.protocol.endpoints import GRPC_CLIENT_OPTIONS, grpc_target
 from gazette.protocol.errors import GazetteError
 from gazette.protocol.labels import LabelSet
@@ -112,6 +114,8 @@ class AsyncClient:
             grpc.aio.insecure_channel(grpc_target(e), options=GRPC_CLIENT_OPTIONS) for e in self.endpoints
         ]
         self._stubs = [pb_grpc.JournalStub(c) for c in self._channels]
+        # gazette-py's own RPCs (not in Gazette's protocol.Journal), on the same channels.
+        self._flushers = [gpy_grpc.FlusherStub(c) for c in self._channels]
         self._current = 0
 
     @property
@@ -340,7 +344,7 @@ class AsyncClient:
                 journal=journal, begin_mod_time=begin_mod_time, end_mod_time=end_mod_time, next_page_token=token
             )
             if signature_ttl_s:
-                req.signature_ttl.CopyFrom(Duration(seconds=int(signature_ttl_s)))
+                req.signatureTTL.CopyFrom(Duration(seconds=int(signature_ttl_s)))
             resp = await self._unary("ListFragments", req)
             _check(resp.status, f"listing fragments of {journal} failed")
             out.extend((Fragment.from_proto(f.spec), f.signed_url) for f in resp.fragments)
@@ -351,7 +355,20 @@ class AsyncClient:
     async def flush(self, journal: str) -> Fragment | None:
         """Rolls the journal's spool and returns once it is persisted (None: nothing to persist)."""
         validate_journal_name(journal)
-        resp = await self._unary("Flush", pb.FlushRequest(journal=journal))
+        req = gpy.FlushRequest(journal=journal)
+        try:
+            resp = await self._call(lambda stub: self._flushers[self._stubs.index(stub)].Flush(req))
+        except GazetteError as exc:
+            code = getattr(exc, "grpc_code", None)
+            if code == grpc.StatusCode.UNIMPLEMENTED.name:
+                raise GazetteError(
+                    Status.OK,
+                    f"flush of {journal}: broker {self.endpoint} does not implement /gazette_py.Flusher/Flush; "
+                    "Flush needs a gazette-py broker (a Gazette broker persists spools on its own, at "
+                    "the journal's fragment.flush_interval or length)",
+                    grpc_code=code,
+                ) from exc
+            raise
         _check(resp.status, f"flush of {journal} failed: {resp.store_error}".rstrip(": "))
         return Fragment.from_proto(resp.fragment) if resp.HasField("fragment") else None
 

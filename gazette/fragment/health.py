@@ -1,7 +1,10 @@
-"""Store health checks (reference 2.6): PUT `.test/health-check`, GET and compare, LIST `.test/`, sign a
-GET and (for http(s) URLs) fetch it; healthy stores are rechecked every 30 min, failing ones after
-0, 0.1, 1, 1, 10, 10, then every 100 s, each with ±20% jitter. One StoreHealth per URL (`health_of`);
-its check loop is started by the first `wait_healthy` and owned by the module (`stop_all_health`).
+"""Store health checks (reference 2.6), as Gazette runs them: PUT `.test/health-check` with Gazette's
+exact content, GET and compare, LIST `.test/`, sign a GET and (for http(s) URLs) fetch it; healthy stores
+are rechecked every 30 min, failing ones after 0, 0.1, 1, 1, 10, 10, then every 100 s, each with ±20%
+jitter. The content is Gazette's own because brokers of both kinds may share a store and check the same
+path at once: anything else written there fails a Gazette broker's comparison. One StoreHealth per URL
+(`health_of`); its check loop is started by the first `wait_healthy` and owned by the module
+(`stop_all_health`). `check_delete` is the on-demand delete probe of the FragmentStoreHealth RPC.
 """
 
 from __future__ import annotations
@@ -9,9 +12,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import random
-import time
 import urllib.request
-import uuid
 from collections.abc import Sequence
 
 from gazette.fragment.stores import get_store
@@ -22,7 +23,9 @@ HEALTHY_RECHECK_S = 30 * 60.0
 FAILING_RETRY_S = (0.0, 0.1, 1.0, 1.0, 10.0, 10.0, 100.0)  # the last one repeats
 JITTER_FRACTION = 0.2
 HEALTH_CHECK_PATH = ".test/health-check"
-HEALTH_CHECK_PREFIX = b"gazette health check "  # every payload starts so; brokers sharing a store race
+HEALTH_CHECK_CONTENT = b"health-check\n"  # Gazette's, byte for byte
+DELETE_PROBE_NAME = ".gazette-delete-probe"
+DELETE_PROBE_CONTENT = b"gazette-delete-probe\n"
 SIGNED_FETCH_TIMEOUT_S = 10.0
 
 
@@ -76,22 +79,18 @@ class StoreHealth:
 
     def _check_blocking(self) -> None:
         store = get_store(self.url)
-        payload = HEALTH_CHECK_PREFIX + f"{uuid.uuid4()} at {time.time()}\n".encode()
-        store.put(HEALTH_CHECK_PATH, payload)
+        store.put(HEALTH_CHECK_PATH, HEALTH_CHECK_CONTENT)
         got = store.get(HEALTH_CHECK_PATH)
-        # Brokers sharing a store write the same path: another broker's payload read back right
-        # after ours proves the round trip as well; anything else is a broken store.
-        if got != payload and not _is_health_payload(got):
-            raise ValueError(
-                f"{HEALTH_CHECK_PATH} read back {len(got)} bytes differing from the {len(payload)} written"
-            )
+        # Every broker sharing the store (Gazette's or ours) writes these same bytes.
+        if got != HEALTH_CHECK_CONTENT:
+            raise ValueError(f"{HEALTH_CHECK_PATH} read back {got[:64]!r}, not the {HEALTH_CHECK_CONTENT!r} written")
         listed = [e.path for e in store.list(".test/")]
         if "health-check" not in listed:
             raise ValueError(f"listing .test/ does not show health-check (got {listed[:5]})")
         signed = store.sign_get(HEALTH_CHECK_PATH, 60.0)
         if signed.startswith(("http://", "https://")):
             with urllib.request.urlopen(signed, timeout=SIGNED_FETCH_TIMEOUT_S) as resp:
-                if not _is_health_payload(resp.read()):
+                if resp.read() != HEALTH_CHECK_CONTENT:
                     raise ValueError(f"signed GET of {HEALTH_CHECK_PATH} returned other content")
 
     async def wait_healthy(self, max_failed_checks: int = 5) -> str | None:
@@ -110,6 +109,14 @@ class StoreHealth:
             await self._checked.wait()
             if not self.healthy:
                 failed += 1
+
+    async def status(self) -> str | None:
+        """The outcome of the latest check (None: healthy), waiting for a first check if none ran yet."""
+        self._ensure_running()
+        while not self.checks:
+            assert self._checked is not None
+            await self._checked.wait()
+        return None if self.healthy else self.error
 
     def _bind(self) -> None:
         # Events and locks belong to one loop: rebuild them when used from another (e.g. a new test loop).
@@ -152,8 +159,27 @@ class StoreHealth:
                 await asyncio.gather(task, return_exceptions=True)
 
 
-def _is_health_payload(data: bytes) -> bool:
-    return data.startswith(HEALTH_CHECK_PREFIX) and data.endswith(b"\n") and len(data) < 256
+async def check_delete(url: str, prefix: str) -> str | None:
+    """Probes delete permission: puts a throwaway object under `prefix` and removes it. None if both
+    worked, else what failed. Never run by the periodic check, which does not delete."""
+
+    def probe() -> None:
+        store = get_store(url)
+        path = prefix + DELETE_PROBE_NAME
+        try:
+            store.put(path, DELETE_PROBE_CONTENT)
+        except Exception as exc:
+            raise ValueError(f"delete-probe PUT of {path} failed: {exc}") from exc
+        try:
+            store.remove(path)
+        except Exception as exc:
+            raise ValueError(f"delete-probe DELETE of {path} failed: {exc}") from exc
+
+    try:
+        await asyncio.to_thread(probe)
+    except Exception as exc:
+        return str(exc)
+    return None
 
 
 _HEALTH: dict[str, StoreHealth] = {}

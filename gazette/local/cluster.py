@@ -4,6 +4,9 @@ Subprocess brokers run `gazette broker serve`, bind port 0 and report it on stdo
 the owner's process-death fate (a new process group plus the parent-death signal), so a SIGKILL of
 the owner leaves nothing behind. In-process brokers live on the facade's loop thread; signals
 (kill, pause) need subprocesses and raise a clear error there.
+
+`broker_kinds` mixes in real Gazette brokers (`gazette serve`, built by `make peers`): always
+subprocesses, under the same etcd root, so journal routes span both kinds of broker.
 """
 
 from __future__ import annotations
@@ -25,7 +28,8 @@ from gazette.broker.broker import DEFAULT_MAX_REPLICATION, DEFAULT_ROOT, Broker
 from gazette.client.loop import default_loop
 from gazette.client.sync import Client
 from gazette.keyspace.etcd import EmbeddedEtcd
-from gazette.keyspace.procutil import read_ready_line, spawn, terminate, terminate_all
+from gazette.keyspace.procutil import free_port, read_ready_line, spawn, terminate, terminate_all
+from gazette.local import gazette_peer
 from gazette.protocol.errors import GazetteError
 from gazette.protocol.spec import JournalSpec
 from gazette.tasks import dump_tasks
@@ -33,6 +37,8 @@ from gazette.tasks import dump_tasks
 log = logging.getLogger(__name__)
 
 MODES = ("inprocess", "subprocess")
+# gazette-py's own broker, and real Gazette's (a Go binary from `make peers`).
+BROKER_KINDS = ("gazette-py", "gazette")
 BROKER_START_TIMEOUT_S = 60.0
 PAUSE_TIMEOUT_S = 10.0
 # A gracefully stopping broker waits this long for the allocator to move its journals away.
@@ -40,6 +46,8 @@ DEFAULT_EXIT_DRAIN_S = 15.0
 # ... and then this long, at most, to persist its spools and exit before it is killed.
 STOP_GRACE_S = 15.0
 CLIENT_CLOSE_TIMEOUT_S = 10.0
+# How long a closing cluster of only Gazette brokers waits for them after SIGTERM before SIGKILL.
+GAZETTE_CLOSE_GRACE_S = 3.0
 
 
 @dataclasses.dataclass
@@ -47,6 +55,7 @@ class _BrokerHandle:
     index: int
     zone: str
     suffix: str
+    kind: str = "gazette-py"
     endpoint: str = ""
     metrics: str = ""
     broker: Broker | None = None  # in-process
@@ -84,6 +93,7 @@ class LocalCluster:
         exit_drain_s: float = DEFAULT_EXIT_DRAIN_S,
         log_level: str = "WARNING",
         etcd_fsync: bool = False,
+        broker_kinds: tuple[str, ...] | list[str] | None = None,
     ) -> None:
         if mode not in MODES:
             raise GazetteError(0, f'LocalCluster mode "{mode}" is not known (expected "inprocess" or "subprocess")')
@@ -91,6 +101,13 @@ class LocalCluster:
             raise GazetteError(0, f"LocalCluster needs at least one broker (got {brokers})")
         if not zones:
             raise GazetteError(0, "LocalCluster needs at least one zone")
+        kinds = tuple(broker_kinds) if broker_kinds is not None else ("gazette-py",) * brokers
+        if len(kinds) != brokers or any(k not in BROKER_KINDS for k in kinds):
+            raise GazetteError(
+                0, f"LocalCluster broker_kinds {list(kinds)} must name one of {list(BROKER_KINDS)} per broker "
+                f"({brokers} brokers)"
+            )
+        self._kinds = kinds
         self.mode = mode
         self.root = root
         self.zones = tuple(zones)
@@ -127,8 +144,8 @@ class LocalCluster:
                     data_dir=os.path.join(self.data_dir, "etcd"), fsync=self._etcd_fsync
                 ).start()
                 self.etcd_endpoint = self._etcd.endpoint
-            for _ in range(self._n_brokers):
-                self.add_broker()
+            for kind in self._kinds:
+                self.add_broker(kind=kind)
         except BaseException:
             self.close()
             raise
@@ -159,6 +176,10 @@ class LocalCluster:
         procs = {h.proc: h for h in self.brokers if h.proc is not None and h.proc.poll() is None}
         for proc in procs:
             proc.send_signal(signal.SIGTERM)
+        # A Gazette broker that sees every member exiting keeps its journals (there is nowhere to move
+        # them) and waits to be killed, as in a whole-cluster shutdown under an orchestrator.
+        terminate_all([p for p, h in procs.items() if h.kind == "gazette"], GAZETTE_CLOSE_GRACE_S)
+        procs = {p: h for p, h in procs.items() if p.poll() is None and h.kind != "gazette"}
         inprocess = [h.broker.stop(graceful=True) for h in self.brokers if h.broker is not None]
         if inprocess:
             self._loop.run(_stop_all(inprocess, self.exit_drain_s + STOP_GRACE_S))
@@ -177,9 +198,12 @@ class LocalCluster:
             shutil.rmtree(self.data_dir, ignore_errors=True)
 
     # --- brokers ---------------------------------------------------------------------------------
-    def add_broker(self, zone: str | None = None) -> int:
+    def add_broker(self, zone: str | None = None, kind: str = "gazette-py") -> int:
+        """Starts one more broker (`kind` "gazette-py", or "gazette" for real Gazette) and returns its index."""
+        if kind not in BROKER_KINDS:
+            raise GazetteError(0, f'broker kind "{kind}" is not known (expected one of {list(BROKER_KINDS)})')
         i = len(self.brokers)
-        h = _BrokerHandle(index=i, zone=zone or self.zones[i % len(self.zones)], suffix=f"broker-{i}")
+        h = _BrokerHandle(index=i, zone=zone or self.zones[i % len(self.zones)], suffix=f"broker-{i}", kind=kind)
         self.brokers.append(h)
         self._start_handle(h)
         return i
@@ -187,6 +211,9 @@ class LocalCluster:
     def _start_handle(self, h: _BrokerHandle) -> None:
         # A restarted broker keeps its address: clients and routes still point at it.
         port = int(h.endpoint.rsplit(":", 1)[1]) if h.endpoint else 0
+        if h.kind == "gazette":
+            self._start_gazette(h, port)
+            return
         spool_dir = os.path.join(self.data_dir, "spool", h.suffix)
         os.makedirs(spool_dir, exist_ok=True)
         if self.mode == "inprocess":
@@ -223,6 +250,26 @@ class LocalCluster:
             raise GazetteError(0, f"broker {h.suffix} did not start; its log ends with:\n{_tail(h.log_path)}")
         h.endpoint, h.metrics = ready["endpoint"], ready["metrics"]
 
+    def _start_gazette(self, h: _BrokerHandle, port: int) -> None:
+        binary = gazette_peer.find_peer("gazette")
+        port = port or free_port()
+        h.endpoint = f"http://127.0.0.1:{port}"
+        h.log_path = os.path.join(self.data_dir, f"{h.suffix}.log")
+        cmd = gazette_peer.broker_command(
+            binary, etcd=self.etcd_endpoint, root=self.root, zone=h.zone, suffix=h.suffix, host="127.0.0.1",
+            port=port, lease_ttl_s=self.lease_ttl_s, max_replication=self.max_replication,
+            log_level="debug" if self.log_level == "DEBUG" else "info",
+        )  # fmt: skip
+        with open(h.log_path, "ab") as log_file:
+            h.proc = spawn(cmd, stdout=log_file, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+        try:
+            gazette_peer.wait_ready(h.proc, h.endpoint, BROKER_START_TIMEOUT_S, h.log_path)
+        except GazetteError:
+            terminate(h.proc)
+            raise GazetteError(
+                0, f"Gazette broker {h.suffix} did not start; its log ends with:\n{_tail(h.log_path)}"
+            ) from None
+
     def _stop_handle(self, h: _BrokerHandle, graceful: bool) -> None:
         if h.broker is not None:
             self._loop.run(h.broker.stop(graceful=graceful))
@@ -241,8 +288,8 @@ class LocalCluster:
             raise GazetteError(0, f"no broker {i} (the cluster has brokers 0..{len(self.brokers) - 1})")
         return self.brokers[i]
 
-    def _need_subprocess(self, what: str, kind: str = "broker") -> None:
-        if self.mode != "subprocess":
+    def _need_subprocess(self, what: str, kind: str = "broker", handle: _BrokerHandle | None = None) -> None:
+        if self.mode != "subprocess" and (handle is None or handle.proc is None):
             raise GazetteError(
                 0, f'{what} sends a signal to a {kind} process, which needs LocalCluster(mode="subprocess")'
             )
@@ -253,19 +300,19 @@ class LocalCluster:
 
     def kill_broker(self, i: int) -> None:
         """SIGKILL: unpersisted spool content of that broker is lost unless replicated elsewhere."""
-        self._need_subprocess("kill_broker")
+        self._need_subprocess("kill_broker", handle=self._handle(i))
         self._stop_handle(self._handle(i), graceful=False)
 
     def pause_broker(self, i: int) -> None:
         """SIGSTOP, returning once the broker is stopped (the signal itself acts asynchronously)."""
-        self._need_subprocess("pause_broker")
+        self._need_subprocess("pause_broker", handle=self._handle(i))
         proc = self._handle(i).proc
         assert proc is not None
         os.kill(proc.pid, signal.SIGSTOP)
         _wait_stopped(proc.pid)
 
     def resume_broker(self, i: int) -> None:
-        self._need_subprocess("resume_broker")
+        self._need_subprocess("resume_broker", handle=self._handle(i))
         proc = self._handle(i).proc
         assert proc is not None
         os.kill(proc.pid, signal.SIGCONT)

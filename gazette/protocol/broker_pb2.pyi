@@ -379,22 +379,22 @@ class AppendResponse(_message.Message):
     def __init__(self, status: _Optional[_Union[Status, str]] = ..., header: _Optional[_Union[Header, _Mapping]] = ..., commit: _Optional[_Union[Fragment, _Mapping]] = ..., registers: _Optional[_Union[LabelSet, _Mapping]] = ..., total_chunks: _Optional[int] = ..., delayed_chunks: _Optional[int] = ..., store_health_error: _Optional[str] = ...) -> None: ...
 
 class ReplicateRequest(_message.Message):
-    __slots__ = ("header", "deprecated_journal", "proposal", "registers", "acknowledge", "content", "content_delta")
+    __slots__ = ("header", "proposal", "registers", "acknowledge", "deprecated_journal", "content", "content_delta")
     HEADER_FIELD_NUMBER: _ClassVar[int]
-    DEPRECATED_JOURNAL_FIELD_NUMBER: _ClassVar[int]
     PROPOSAL_FIELD_NUMBER: _ClassVar[int]
     REGISTERS_FIELD_NUMBER: _ClassVar[int]
     ACKNOWLEDGE_FIELD_NUMBER: _ClassVar[int]
+    DEPRECATED_JOURNAL_FIELD_NUMBER: _ClassVar[int]
     CONTENT_FIELD_NUMBER: _ClassVar[int]
     CONTENT_DELTA_FIELD_NUMBER: _ClassVar[int]
     header: Header
-    deprecated_journal: str
     proposal: Fragment
     registers: LabelSet
     acknowledge: bool
+    deprecated_journal: str
     content: bytes
     content_delta: int
-    def __init__(self, header: _Optional[_Union[Header, _Mapping]] = ..., deprecated_journal: _Optional[str] = ..., proposal: _Optional[_Union[Fragment, _Mapping]] = ..., registers: _Optional[_Union[LabelSet, _Mapping]] = ..., acknowledge: _Optional[bool] = ..., content: _Optional[bytes] = ..., content_delta: _Optional[int] = ...) -> None: ...
+    def __init__(self, header: _Optional[_Union[Header, _Mapping]] = ..., proposal: _Optional[_Union[Fragment, _Mapping]] = ..., registers: _Optional[_Union[LabelSet, _Mapping]] = ..., acknowledge: _Optional[bool] = ..., deprecated_journal: _Optional[str] = ..., content: _Optional[bytes] = ..., content_delta: _Optional[int] = ...) -> None: ...
 
 class ReplicateResponse(_message.Message):
     __slots__ = ("status", "header", "fragment", "registers")
@@ -409,14 +409,14 @@ class ReplicateResponse(_message.Message):
     def __init__(self, status: _Optional[_Union[Status, str]] = ..., header: _Optional[_Union[Header, _Mapping]] = ..., fragment: _Optional[_Union[Fragment, _Mapping]] = ..., registers: _Optional[_Union[LabelSet, _Mapping]] = ...) -> None: ...
 
 class FragmentsRequest(_message.Message):
-    __slots__ = ("header", "journal", "begin_mod_time", "end_mod_time", "next_page_token", "page_limit", "signature_ttl", "do_not_proxy")
+    __slots__ = ("header", "journal", "begin_mod_time", "end_mod_time", "next_page_token", "page_limit", "signatureTTL", "do_not_proxy")
     HEADER_FIELD_NUMBER: _ClassVar[int]
     JOURNAL_FIELD_NUMBER: _ClassVar[int]
     BEGIN_MOD_TIME_FIELD_NUMBER: _ClassVar[int]
     END_MOD_TIME_FIELD_NUMBER: _ClassVar[int]
     NEXT_PAGE_TOKEN_FIELD_NUMBER: _ClassVar[int]
     PAGE_LIMIT_FIELD_NUMBER: _ClassVar[int]
-    SIGNATURE_TTL_FIELD_NUMBER: _ClassVar[int]
+    SIGNATURETTL_FIELD_NUMBER: _ClassVar[int]
     DO_NOT_PROXY_FIELD_NUMBER: _ClassVar[int]
     header: Header
     journal: str
@@ -424,9 +424,9 @@ class FragmentsRequest(_message.Message):
     end_mod_time: int
     next_page_token: int
     page_limit: int
-    signature_ttl: _duration_pb2.Duration
+    signatureTTL: _duration_pb2.Duration
     do_not_proxy: bool
-    def __init__(self, header: _Optional[_Union[Header, _Mapping]] = ..., journal: _Optional[str] = ..., begin_mod_time: _Optional[int] = ..., end_mod_time: _Optional[int] = ..., next_page_token: _Optional[int] = ..., page_limit: _Optional[int] = ..., signature_ttl: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., do_not_proxy: _Optional[bool] = ...) -> None: ...
+    def __init__(self, header: _Optional[_Union[Header, _Mapping]] = ..., journal: _Optional[str] = ..., begin_mod_time: _Optional[int] = ..., end_mod_time: _Optional[int] = ..., next_page_token: _Optional[int] = ..., page_limit: _Optional[int] = ..., signatureTTL: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., do_not_proxy: _Optional[bool] = ...) -> None: ...
 
 class FragmentsResponse(_message.Message):
     __slots__ = ("status", "header", "fragments", "next_page_token")
@@ -447,22 +447,22 @@ class FragmentsResponse(_message.Message):
     next_page_token: int
     def __init__(self, status: _Optional[_Union[Status, str]] = ..., header: _Optional[_Union[Header, _Mapping]] = ..., fragments: _Optional[_Iterable[_Union[FragmentsResponse._Fragment, _Mapping]]] = ..., next_page_token: _Optional[int] = ...) -> None: ...
 
-class FlushRequest(_message.Message):
-    __slots__ = ("header", "journal")
-    HEADER_FIELD_NUMBER: _ClassVar[int]
-    JOURNAL_FIELD_NUMBER: _ClassVar[int]
-    header: Header
-    journal: str
-    def __init__(self, header: _Optional[_Union[Header, _Mapping]] = ..., journal: _Optional[str] = ...) -> None: ...
+class FragmentStoreHealthRequest(_message.Message):
+    __slots__ = ("fragment_store", "check_delete", "check_delete_prefix")
+    FRAGMENT_STORE_FIELD_NUMBER: _ClassVar[int]
+    CHECK_DELETE_FIELD_NUMBER: _ClassVar[int]
+    CHECK_DELETE_PREFIX_FIELD_NUMBER: _ClassVar[int]
+    fragment_store: str
+    check_delete: bool
+    check_delete_prefix: str
+    def __init__(self, fragment_store: _Optional[str] = ..., check_delete: _Optional[bool] = ..., check_delete_prefix: _Optional[str] = ...) -> None: ...
 
-class FlushResponse(_message.Message):
-    __slots__ = ("status", "header", "fragment", "store_error")
+class FragmentStoreHealthResponse(_message.Message):
+    __slots__ = ("status", "header", "store_health_error")
     STATUS_FIELD_NUMBER: _ClassVar[int]
     HEADER_FIELD_NUMBER: _ClassVar[int]
-    FRAGMENT_FIELD_NUMBER: _ClassVar[int]
-    STORE_ERROR_FIELD_NUMBER: _ClassVar[int]
+    STORE_HEALTH_ERROR_FIELD_NUMBER: _ClassVar[int]
     status: Status
     header: Header
-    fragment: Fragment
-    store_error: str
-    def __init__(self, status: _Optional[_Union[Status, str]] = ..., header: _Optional[_Union[Header, _Mapping]] = ..., fragment: _Optional[_Union[Fragment, _Mapping]] = ..., store_error: _Optional[str] = ...) -> None: ...
+    store_health_error: str
+    def __init__(self, status: _Optional[_Union[Status, str]] = ..., header: _Optional[_Union[Header, _Mapping]] = ..., store_health_error: _Optional[str] = ...) -> None: ...

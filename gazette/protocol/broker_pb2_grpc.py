@@ -35,39 +35,39 @@ class JournalStub:
             channel: A grpc.Channel.
         """
         self.List = channel.unary_stream(
-                '/gazette.protocol.Journal/List',
+                '/protocol.Journal/List',
                 request_serializer=gazette_dot_protocol_dot_broker__pb2.ListRequest.SerializeToString,
                 response_deserializer=gazette_dot_protocol_dot_broker__pb2.ListResponse.FromString,
                 _registered_method=True)
         self.Apply = channel.unary_unary(
-                '/gazette.protocol.Journal/Apply',
+                '/protocol.Journal/Apply',
                 request_serializer=gazette_dot_protocol_dot_broker__pb2.ApplyRequest.SerializeToString,
                 response_deserializer=gazette_dot_protocol_dot_broker__pb2.ApplyResponse.FromString,
                 _registered_method=True)
         self.Read = channel.unary_stream(
-                '/gazette.protocol.Journal/Read',
+                '/protocol.Journal/Read',
                 request_serializer=gazette_dot_protocol_dot_broker__pb2.ReadRequest.SerializeToString,
                 response_deserializer=gazette_dot_protocol_dot_broker__pb2.ReadResponse.FromString,
                 _registered_method=True)
         self.Append = channel.stream_unary(
-                '/gazette.protocol.Journal/Append',
+                '/protocol.Journal/Append',
                 request_serializer=gazette_dot_protocol_dot_broker__pb2.AppendRequest.SerializeToString,
                 response_deserializer=gazette_dot_protocol_dot_broker__pb2.AppendResponse.FromString,
                 _registered_method=True)
         self.Replicate = channel.stream_stream(
-                '/gazette.protocol.Journal/Replicate',
+                '/protocol.Journal/Replicate',
                 request_serializer=gazette_dot_protocol_dot_broker__pb2.ReplicateRequest.SerializeToString,
                 response_deserializer=gazette_dot_protocol_dot_broker__pb2.ReplicateResponse.FromString,
                 _registered_method=True)
         self.ListFragments = channel.unary_unary(
-                '/gazette.protocol.Journal/ListFragments',
+                '/protocol.Journal/ListFragments',
                 request_serializer=gazette_dot_protocol_dot_broker__pb2.FragmentsRequest.SerializeToString,
                 response_deserializer=gazette_dot_protocol_dot_broker__pb2.FragmentsResponse.FromString,
                 _registered_method=True)
-        self.Flush = channel.unary_unary(
-                '/gazette.protocol.Journal/Flush',
-                request_serializer=gazette_dot_protocol_dot_broker__pb2.FlushRequest.SerializeToString,
-                response_deserializer=gazette_dot_protocol_dot_broker__pb2.FlushResponse.FromString,
+        self.FragmentStoreHealth = channel.unary_unary(
+                '/protocol.Journal/FragmentStoreHealth',
+                request_serializer=gazette_dot_protocol_dot_broker__pb2.FragmentStoreHealthRequest.SerializeToString,
+                response_deserializer=gazette_dot_protocol_dot_broker__pb2.FragmentStoreHealthResponse.FromString,
                 _registered_method=True)
 
 
@@ -110,7 +110,7 @@ class JournalServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
-    def Flush(self, request, context):
+    def FragmentStoreHealth(self, request, context):
         """Missing associated documentation comment in .proto file."""
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -149,16 +149,16 @@ def add_JournalServicer_to_server(servicer, server):
                     request_deserializer=gazette_dot_protocol_dot_broker__pb2.FragmentsRequest.FromString,
                     response_serializer=gazette_dot_protocol_dot_broker__pb2.FragmentsResponse.SerializeToString,
             ),
-            'Flush': grpc.unary_unary_rpc_method_handler(
-                    servicer.Flush,
-                    request_deserializer=gazette_dot_protocol_dot_broker__pb2.FlushRequest.FromString,
-                    response_serializer=gazette_dot_protocol_dot_broker__pb2.FlushResponse.SerializeToString,
+            'FragmentStoreHealth': grpc.unary_unary_rpc_method_handler(
+                    servicer.FragmentStoreHealth,
+                    request_deserializer=gazette_dot_protocol_dot_broker__pb2.FragmentStoreHealthRequest.FromString,
+                    response_serializer=gazette_dot_protocol_dot_broker__pb2.FragmentStoreHealthResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
-            'gazette.protocol.Journal', rpc_method_handlers)
+            'protocol.Journal', rpc_method_handlers)
     server.add_generic_rpc_handlers((generic_handler,))
-    server.add_registered_method_handlers('gazette.protocol.Journal', rpc_method_handlers)
+    server.add_registered_method_handlers('protocol.Journal', rpc_method_handlers)
 
 
  # This class is part of an EXPERIMENTAL API.
@@ -179,7 +179,7 @@ class Journal:
         return grpc.experimental.unary_stream(
             request,
             target,
-            '/gazette.protocol.Journal/List',
+            '/protocol.Journal/List',
             gazette_dot_protocol_dot_broker__pb2.ListRequest.SerializeToString,
             gazette_dot_protocol_dot_broker__pb2.ListResponse.FromString,
             options,
@@ -206,7 +206,7 @@ class Journal:
         return grpc.experimental.unary_unary(
             request,
             target,
-            '/gazette.protocol.Journal/Apply',
+            '/protocol.Journal/Apply',
             gazette_dot_protocol_dot_broker__pb2.ApplyRequest.SerializeToString,
             gazette_dot_protocol_dot_broker__pb2.ApplyResponse.FromString,
             options,
@@ -233,7 +233,7 @@ class Journal:
         return grpc.experimental.unary_stream(
             request,
             target,
-            '/gazette.protocol.Journal/Read',
+            '/protocol.Journal/Read',
             gazette_dot_protocol_dot_broker__pb2.ReadRequest.SerializeToString,
             gazette_dot_protocol_dot_broker__pb2.ReadResponse.FromString,
             options,
@@ -260,7 +260,7 @@ class Journal:
         return grpc.experimental.stream_unary(
             request_iterator,
             target,
-            '/gazette.protocol.Journal/Append',
+            '/protocol.Journal/Append',
             gazette_dot_protocol_dot_broker__pb2.AppendRequest.SerializeToString,
             gazette_dot_protocol_dot_broker__pb2.AppendResponse.FromString,
             options,
@@ -287,7 +287,7 @@ class Journal:
         return grpc.experimental.stream_stream(
             request_iterator,
             target,
-            '/gazette.protocol.Journal/Replicate',
+            '/protocol.Journal/Replicate',
             gazette_dot_protocol_dot_broker__pb2.ReplicateRequest.SerializeToString,
             gazette_dot_protocol_dot_broker__pb2.ReplicateResponse.FromString,
             options,
@@ -314,7 +314,7 @@ class Journal:
         return grpc.experimental.unary_unary(
             request,
             target,
-            '/gazette.protocol.Journal/ListFragments',
+            '/protocol.Journal/ListFragments',
             gazette_dot_protocol_dot_broker__pb2.FragmentsRequest.SerializeToString,
             gazette_dot_protocol_dot_broker__pb2.FragmentsResponse.FromString,
             options,
@@ -328,7 +328,7 @@ class Journal:
             _registered_method=True)
 
     @staticmethod
-    def Flush(request,
+    def FragmentStoreHealth(request,
             target,
             options=(),
             channel_credentials=None,
@@ -341,9 +341,9 @@ class Journal:
         return grpc.experimental.unary_unary(
             request,
             target,
-            '/gazette.protocol.Journal/Flush',
-            gazette_dot_protocol_dot_broker__pb2.FlushRequest.SerializeToString,
-            gazette_dot_protocol_dot_broker__pb2.FlushResponse.FromString,
+            '/protocol.Journal/FragmentStoreHealth',
+            gazette_dot_protocol_dot_broker__pb2.FragmentStoreHealthRequest.SerializeToString,
+            gazette_dot_protocol_dot_broker__pb2.FragmentStoreHealthResponse.FromString,
             options,
             channel_credentials,
             insecure,

@@ -13,6 +13,7 @@ from gazette.fragment.health import (
     FAILING_RETRY_S,
     HEALTHY_RECHECK_S,
     StoreHealth,
+    check_delete,
     health_of,
     stop_all_health,
 )
@@ -34,7 +35,7 @@ async def test_file_store_is_healthy(file_store_url: str) -> None:
     await health.check()
     assert health.healthy and health.error is None and health.checks == 1
     root = Path(file_store_url[len("file://") :])
-    assert (root / ".test" / "health-check").read_bytes().startswith(b"gazette health check")
+    assert (root / ".test" / "health-check").read_bytes() == b"health-check\n"  # Gazette's bytes
     assert await health.wait_healthy() is None
 
 
@@ -93,18 +94,32 @@ def test_retry_schedule_and_jitter(file_store_url: str) -> None:
     assert 0.8 * HEALTHY_RECHECK_S <= health._next_delay_s(0) <= 1.2 * HEALTHY_RECHECK_S
 
 
-async def test_another_brokers_payload_read_back_is_healthy_but_garbage_is_not(
+async def test_gazettes_payload_is_healthy_and_anything_else_is_not(
     file_store_url: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """Brokers sharing a store race on the one health-check path: reading back another broker's
-    payload proves the round trip; reading back anything else is a broken store."""
+    """Brokers sharing a store (Gazette's and ours) all write Gazette's exact health-check content;
+    reading back anything else (as a Gazette broker would then also see) is a broken store."""
     store_type = type(get_store(file_store_url))
-    read_back = [b"gazette health check 0f5e-other-broker at 1.0\n"]
+    read_back = [b"health-check\n"]
     monkeypatch.setattr(store_type, "get", lambda self, path: read_back[0])
     health = StoreHealth(file_store_url)
     await health.check()
     assert health.healthy and health.error is None
-    read_back[0] = b"\x00garbage"
+    read_back[0] = b"gazette health check 0f5e at 1.0\n"  # what gazette-py wrote before
     await health.check()
     assert not health.healthy
-    assert health.error is not None and "differing from the" in health.error
+    assert health.error is not None and "not the b'health-check\\n' written" in health.error
+
+
+async def test_delete_probe_puts_and_removes_under_the_prefix(file_store_url: str, monkeypatch) -> None:
+    root = Path(file_store_url[len("file://") :])
+    assert await check_delete(file_store_url, "recovery/logs/") is None
+    assert not (root / "recovery" / "logs" / ".gazette-delete-probe").exists()
+    store_type = type(get_store(file_store_url))
+
+    def refuse(self, path):
+        raise PermissionError("no delete for you")
+
+    monkeypatch.setattr(store_type, "remove", refuse)
+    error = await check_delete(file_store_url, "recovery/logs/")
+    assert error is not None and "delete-probe DELETE of recovery/logs/.gazette-delete-probe failed" in error
