@@ -28,6 +28,18 @@ hypothesis.settings.register_profile("soak", max_examples=5000, deadline=None)
 hypothesis.settings.load_profile(os.environ.get("GAZETTE_HYPOTHESIS_PROFILE", "ci"))
 
 
+def pytest_report_header(config) -> str:
+    """Which real Gazette the interop tests run against (tests/interop, built by `make peers`)."""
+    from gazette.local.gazette_peer import find_peer, peer_version
+    from gazette.protocol.errors import GazetteError
+
+    try:
+        gazette, gazctl = find_peer("gazette"), find_peer("gazctl")
+    except GazetteError as exc:
+        return f"gazette peers: not built ({exc})"
+    return f"gazette peers: Gazette {peer_version()} (gazette {gazette}, gazctl {gazctl})"
+
+
 @pytest.fixture
 def files(tmp_path) -> Iterator:
     """`files(begin)` makes a SpoolFile under tmp_path (closed after the test): for Index tests."""

@@ -146,7 +146,7 @@ def log_tails(cluster: LocalCluster, lines: int = 40) -> str:
     it to write them to its log): the report of a failed fault test."""
     asked = {}
     for h in cluster.brokers:
-        if h.pid is not None and h.running and h.log_path and os.path.exists(h.log_path):
+        if h.pid is not None and h.running and h.kind != "gazette" and h.log_path and os.path.exists(h.log_path):
             asked[h.index] = os.path.getsize(h.log_path)
             os.kill(h.pid, signal.SIGUSR2)
     deadline = time.monotonic() + 5.0

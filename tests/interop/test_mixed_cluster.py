@@ -1,0 +1,154 @@
+"""A mixed cluster: real Gazette brokers and gazette-py brokers under one etcd root, serving the same
+R=3 journals, with the fault suite's writers (every attempt tracked) appending through either kind.
+
+Four brokers, two of each kind, so every R=3 route holds both kinds and a primary of either kind
+replicates to the other. Each round SIGKILLs a journal's primary in the middle of appends and restarts
+it, until a primary of each kind has been killed (a new primary of either kind takes over). Then:
+every acknowledged append is read back whole at the offsets its response gave and nowhere else
+(the fault suite's oracle); every fragment any route member lists, and every fragment persisted to
+the store by either kind, holds exactly the journal's bytes of its [begin, end).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import time
+
+import grpc
+import pytest
+from faults.harness import (
+    LEASE_TTL_S,
+    ZONES,
+    create_journal,
+    log_tails,
+    route_of,
+    running_endpoints,
+    say,
+    wait_for,
+    wait_for_full_route,
+)
+from faults.workload import Workload, read_journal, verify
+
+from gazette.client.loop import default_loop
+from gazette.fragment.content import list_fragments, open_fragment
+from gazette.local import LocalCluster
+from gazette.protocol import broker_pb2 as pb
+from gazette.protocol import broker_pb2_grpc as pb_grpc
+from gazette.protocol.endpoints import grpc_target
+
+KINDS = ["gazette-py", "gazette", "gazette-py", "gazette"]
+JOURNALS = ["interop/mixed/part-000", "interop/mixed/part-001"]
+MAX_ROUNDS = 4  # rounds SIGKILL primaries until one of each kind was killed while primary
+LIST_TIMEOUT_S = 10.0
+
+
+@pytest.fixture
+def mixed_cluster(gazette_bin, tmp_path):
+    cluster = LocalCluster(
+        brokers=len(KINDS), mode="subprocess", broker_kinds=KINDS, zones=ZONES, lease_ttl_s=LEASE_TTL_S,
+        data_dir=str(tmp_path / "cluster"), exit_drain_s=30.0, log_level="INFO",
+    ).start()  # fmt: skip
+    try:
+        yield cluster
+    finally:
+        cluster.close()
+
+
+@pytest.fixture
+def workloads():
+    started: list[Workload] = []
+
+    def make(journal, endpoints, **kw) -> Workload:
+        started.append(Workload(journal, endpoints, **kw))
+        return started[-1].start()
+
+    yield make
+    for w in started:
+        w.close()
+
+
+def _member_fragments(endpoint: str, journal: str) -> list[pb.Fragment] | None:
+    """The fragments one broker itself lists for `journal` (do_not_proxy), None if it will not answer."""
+    with grpc.insecure_channel(grpc_target(endpoint)) as ch:
+        req = pb.FragmentsRequest(journal=journal, do_not_proxy=True, page_limit=1000)
+        try:
+            resp = pb_grpc.JournalStub(ch).ListFragments(req, timeout=LIST_TIMEOUT_S)
+        except grpc.RpcError:
+            return None
+    return [f.spec for f in resp.fragments] if resp.status == pb.OK else None
+
+
+def _sum_hex(s: pb.SHA1Sum) -> str:
+    return (s.part1.to_bytes(8, "big") + s.part2.to_bytes(8, "big") + s.part3.to_bytes(4, "big")).hex()
+
+
+def test_mixed_cluster_keeps_every_acknowledged_append_through_sigkills_of_either_kind(
+    mixed_cluster: LocalCluster, workloads
+) -> None:
+    cluster = mixed_cluster
+    report: list[str] = []
+    kinds = {h.index: h.kind for h in cluster.brokers}
+    try:
+        for journal in JOURNALS:
+            create_journal(cluster, journal)
+            members, primary = wait_for_full_route(cluster, journal)
+            assert {kinds[m] for m in members} == {"gazette", "gazette-py"}, f"{journal}'s route {members}"
+            say(report, f"{journal}: route {[(m, kinds[m]) for m in members]}, primary {primary} ({kinds[primary]})")
+        endpoints = running_endpoints(cluster)
+        works = {j: workloads(j, endpoints, writers=2, seed=i) for i, j in enumerate(JOURNALS)}
+        for journal, work in works.items():
+            wait_for(f"progress on {journal}", lambda w=work: w.acks_after(0) >= 20)
+
+        killed: set[str] = set()  # kinds of broker SIGKILLed while primary
+        for round_no in range(1, MAX_ROUNDS + 1):
+            # A journal whose primary is of a kind not yet killed as primary, else the first journal.
+            routes = {j: route_of(cluster, j) for j in JOURNALS}
+            journal = next((j for j, (_, p) in routes.items() if kinds[p] not in killed), JOURNALS[0])
+            members, victim = routes[journal]
+            work = works[journal]
+            t_kill, before = work.busy_moment()
+            cluster.kill_broker(victim)
+            killed.add(kinds[victim])
+            say(report, f"round {round_no}: SIGKILL of broker {victim} ({kinds[victim]}), primary of {journal}, "
+                f"with {len(before)} appends in flight")
+            wait_for("the in-flight appends to end", lambda: len(work.ended_after(before, t_kill)) == len(before), 120)
+            cluster.restart_broker(victim)
+            t_up = time.monotonic()
+            for j in JOURNALS:
+                wait_for_full_route(cluster, j, deadline_s=120)
+            for j, w in works.items():
+                wait_for(f"an acknowledgement on {j} after the restart", lambda w=w: w.acks_after(t_up) > 0, 120)
+            say(report, f"round {round_no}: writers of {journal} unavailable {work.unavailability(t_kill):.2f} s")
+            if killed == set(KINDS):
+                break
+        assert killed == set(KINDS), f"in {MAX_ROUNDS} rounds only {killed} brokers were primary when killed"
+
+        for journal, work in works.items():
+            work.stop_writers()
+            content = work.run(read_journal(work._channels, endpoints(), journal, 180.0))
+            verdict = verify(content, work.attempts, None)
+            verdict.assert_ok()
+            assert verdict.records > 0
+            say(report, f"{journal}: {len(content)} bytes, {verdict.records} records, outcomes {work.outcomes()}")
+
+            members, _ = wait_for_full_route(cluster, journal)
+            for m in members:
+                listed = wait_for(f"broker {m}'s fragments of {journal}",
+                                  lambda m=m: _member_fragments(cluster.brokers[m].endpoint, journal), 60)
+                for f in listed:
+                    if f.end > len(content):
+                        continue  # a spool past what the writers were acknowledged (e.g. still open)
+                    want = hashlib.sha1(content[f.begin : f.end]).hexdigest()
+                    assert _sum_hex(f.sum) == want, (
+                        f"broker {m} ({kinds[m]}) lists [{f.begin}, {f.end}) of {journal} with another SHA1"
+                    )
+            persisted = default_loop().run(list_fragments(cluster.store, journal))
+            for f in persisted:
+                data = b"".join(open_fragment(f))  # verifies its length and SHA1 against its name
+                assert data == content[f.begin : f.end], f"persisted {f} differs from the journal"
+            say(report, f"{journal}: {len(persisted)} persisted fragments match, "
+                f"{len(members)} members' listings match")
+    except BaseException:
+        print("\n".join(report))
+        print(log_tails(cluster))
+        raise
