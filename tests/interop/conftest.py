@@ -16,7 +16,7 @@ from dataclasses import dataclass
 import pytest
 
 from gazette.local import LocalCluster
-from gazette.local.gazette_peer import HOW_TO_BUILD, find_peer, peer_version, peers_bin
+from gazette.local.gazette_peer import HOW_TO_BUILD, find_peer, peers_bin
 from gazette.protocol.errors import GazetteError
 
 GAZCTL_TIMEOUT_S = 60.0

@@ -111,7 +111,8 @@ def test_mixed_cluster_keeps_every_acknowledged_append_through_sigkills_of_eithe
             killed.add(kinds[victim])
             say(report, f"round {round_no}: SIGKILL of broker {victim} ({kinds[victim]}), primary of {journal}, "
                 f"with {len(before)} appends in flight")
-            wait_for("the in-flight appends to end", lambda: len(work.ended_after(before, t_kill)) == len(before), 120)
+            wait_for("the in-flight appends to end",
+                     lambda w=work, b=before, t=t_kill: len(w.ended_after(b, t)) == len(b), 120)
             cluster.restart_broker(victim)
             t_up = time.monotonic()
             for j in JOURNALS:
