@@ -118,7 +118,7 @@ def test_mixed_cluster_keeps_every_acknowledged_append_through_sigkills_of_eithe
             for j in JOURNALS:
                 wait_for_full_route(cluster, j, deadline_s=120)
             for j, w in works.items():
-                wait_for(f"an acknowledgement on {j} after the restart", lambda w=w: w.acks_after(t_up) > 0, 120)
+                wait_for(f"an acknowledgement on {j} after the restart", lambda w=w, t=t_up: w.acks_after(t) > 0, 120)
             say(report, f"round {round_no}: writers of {journal} unavailable {work.unavailability(t_kill):.2f} s")
             if killed == set(KINDS):
                 break
@@ -135,7 +135,7 @@ def test_mixed_cluster_keeps_every_acknowledged_append_through_sigkills_of_eithe
             members, _ = wait_for_full_route(cluster, journal)
             for m in members:
                 listed = wait_for(f"broker {m}'s fragments of {journal}",
-                                  lambda m=m: _member_fragments(cluster.brokers[m].endpoint, journal), 60)
+                                  lambda m=m, j=journal: _member_fragments(cluster.brokers[m].endpoint, j), 60)
                 for f in listed:
                     if f.end > len(content):
                         continue  # a spool past what the writers were acknowledged (e.g. still open)
