@@ -177,7 +177,17 @@ async def serve_flush(broker: Broker, req: gpy.FlushRequest, context: grpc.aio.S
     if res.status != Status.OK:
         return gpy.FlushResponse(status=to_pb(res.status), header=res.header)
     if res.replica is None:
-        return await broker.proxy.flush(res, req)
+        try:
+            return await broker.proxy.flush(res, req)
+        except grpc.aio.AioRpcError as exc:
+            if exc.code() != grpc.StatusCode.UNIMPLEMENTED:
+                raise
+            primary = res.route.endpoints[res.route.primary] if res.route.primary >= 0 else "?"
+            await context.abort(
+                grpc.StatusCode.UNIMPLEMENTED,
+                f"the primary of {req.journal} at {primary} is not a gazette-py broker: it answered "
+                f"UNIMPLEMENTED ({exc.details()})",
+            )
     fsm = await zero_byte_append(broker, req.journal, force_roll=True)
     if fsm.err is not None or fsm.status != Status.OK:
         status = fsm.status if fsm.status != Status.OK else Status.INSUFFICIENT_JOURNAL_BROKERS

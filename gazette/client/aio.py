@@ -31,6 +31,7 @@ from gazette.protocol.status import Status
 from gazette.protocol.validate import validate_journal_name
 
 APPEND_CHUNK_BYTES = 1 << 20
+FLUSH_METHOD = "/gazette_py.Flusher/Flush"
 # Backoff of reference 3.5/3.6: 0 after EOF, then 50 ms x2, 100 ms x2, 1 s x2, then 5 s.
 RETRY_BACKOFF_S = (0.05, 0.05, 0.1, 0.1, 1.0, 1.0, 5.0)
 APPEND_RETRY_STATUSES = frozenset(
@@ -363,9 +364,9 @@ class AsyncClient:
             if code == grpc.StatusCode.UNIMPLEMENTED.name:
                 raise GazetteError(
                     Status.OK,
-                    f"flush of {journal}: broker {self.endpoint} does not implement /gazette_py.Flusher/Flush; "
-                    "Flush needs a gazette-py broker (a Gazette broker persists spools on its own, at "
-                    "the journal's fragment.flush_interval or length)",
+                    f"flush of {journal}: {FLUSH_METHOD} is not implemented where it went ({exc.message}); "
+                    "Flush needs a gazette-py broker as the journal's primary (a Gazette broker persists "
+                    "its spools on its own, at the journal's fragment.length or flush_interval)",
                     grpc_code=code,
                 ) from exc
             raise

@@ -29,12 +29,14 @@ from faults.harness import (
 )
 from faults.workload import Workload, read_journal, verify
 
+import gazette
 from gazette.client.loop import default_loop
 from gazette.fragment.content import list_fragments, open_fragment
 from gazette.local import LocalCluster
 from gazette.protocol import broker_pb2 as pb
 from gazette.protocol import broker_pb2_grpc as pb_grpc
 from gazette.protocol.endpoints import grpc_target
+from gazette.protocol.errors import GazetteError
 
 KINDS = ["gazette-py", "gazette", "gazette-py", "gazette"]
 JOURNALS = ["interop/mixed/part-000", "interop/mixed/part-001"]
@@ -153,3 +155,34 @@ def test_mixed_cluster_keeps_every_acknowledged_append_through_sigkills_of_eithe
         print("\n".join(report))
         print(log_tails(cluster))
         raise
+
+
+def test_flush_says_which_broker_lacks_it(gazette_bin, tmp_path) -> None:
+    """Flush is gazette-py's own RPC: it works where the journal's primary is ours, and otherwise fails
+    with one line naming the RPC and the broker, whether a Gazette broker was dialed or ours proxied."""
+    with LocalCluster(
+        brokers=2, mode="subprocess", broker_kinds=["gazette", "gazette-py"], data_dir=str(tmp_path / "c")
+    ) as cluster:
+        names = [f"interop/flush/part-{i:03d}" for i in range(6)]
+        cluster.client().apply_journals([cluster.journal_spec(n, replication=1) for n in names])
+        cluster.wait_for_routes()
+        kind_of = {h.suffix: h.kind for h in cluster.brokers}
+        primaries: dict[str, list[str]] = {"gazette": [], "gazette-py": []}
+        for info in cluster.client().list_journals():
+            _, suffix = info.route.members[info.route.primary]
+            primaries[kind_of[suffix]].append(info.spec.name)
+        assert primaries["gazette"] and primaries["gazette-py"], f"6 journals all on one kind: {primaries}"
+        gazette_primary, py_primary = primaries["gazette"][0], primaries["gazette-py"][0]
+        gazette_ep, py_ep = cluster.broker_endpoints
+        with gazette.connect(broker=py_ep) as via_ours, gazette.connect(broker=gazette_ep) as via_gazette:
+            via_ours.append(py_primary, b"x\n")
+            assert via_ours.flush(py_primary) is not None  # our primary persisted it
+            via_ours.append(gazette_primary, b"y\n")
+            with pytest.raises(GazetteError) as proxied:
+                via_ours.flush(gazette_primary)
+            assert "/gazette_py.Flusher/Flush is not implemented" in str(proxied.value)
+            assert f"the primary of {gazette_primary} at {gazette_ep} is not a gazette-py broker" in str(proxied.value)
+            with pytest.raises(GazetteError) as direct:
+                via_gazette.flush(py_primary)
+            assert "/gazette_py.Flusher/Flush is not implemented" in str(direct.value)
+            assert "gazette_py.Flusher" in direct.value.message  # Gazette's own words name the service
