@@ -188,6 +188,7 @@ async def serve_flush(broker: Broker, req: gpy.FlushRequest, context: grpc.aio.S
                 f"the primary of {req.journal} at {primary} is not a gazette-py broker: it answered "
                 f"UNIMPLEMENTED ({exc.details()})",
             )
+            raise  # abort raises; this only tells the type checker so
     fsm = await zero_byte_append(broker, req.journal, force_roll=True)
     if fsm.err is not None or fsm.status != Status.OK:
         status = fsm.status if fsm.status != Status.OK else Status.INSUFFICIENT_JOURNAL_BROKERS
