@@ -210,6 +210,7 @@ class _PersistSpec:
     def __init__(self, spec: JournalSpec) -> None:
         self.stores = spec.stores
         self._template = spec.path_postfix_template
+        self._labels = spec.labels
 
     def render_postfix(self, completed: CompletedSpool) -> str:
         if not self._template:
@@ -221,4 +222,6 @@ class _PersistSpec:
             end=completed.fragment.end,
             first_append_time=completed.first_append_time,
             registers=completed.registers,
+            labels=self._labels,
+            compression_codec=completed.fragment.codec,
         )
