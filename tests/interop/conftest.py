@@ -9,14 +9,16 @@ missing peer is a failure: CI always has Go, so a skip there would hide a broken
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 
 import pytest
 
 from gazette.local import LocalCluster
-from gazette.local.gazette_peer import HOW_TO_BUILD, find_peer, peers_bin
+from gazette.local.gazette_peer import HOW_TO_BUILD, find_peer, peer_version, peers_bin
 from gazette.protocol.errors import GazetteError
 
 GAZCTL_TIMEOUT_S = 60.0
@@ -30,6 +32,22 @@ def require_peer(name: str) -> str:
         if os.environ.get("CI"):
             pytest.fail(f"{exc} (CI must have the Gazette peers: `make test` runs `make peers`)")
         pytest.skip(f"real Gazette's {name} is not built in {peers_bin()}: {HOW_TO_BUILD}")
+
+
+def gazette_source() -> Path:
+    """The pinned Gazette module's source in the Go module cache (filled by `make peers`): for its
+    .proto files and example YAML, read by tests, never copied into the repo."""
+    go = shutil.which("go")
+    version = peer_version()
+    if go is None or version == "unknown":
+        if os.environ.get("CI"):
+            pytest.fail("CI must have Go and the Gazette peers (`make test` runs `make peers`)")
+        pytest.skip(f"Gazette's source comes from the Go module cache: {HOW_TO_BUILD}")
+    cache = subprocess.run([go, "env", "GOMODCACHE"], capture_output=True, text=True, check=True).stdout.strip()
+    path = Path(cache) / f"go.gazette.dev/core@{version}"
+    if not path.is_dir():
+        pytest.fail(f"{path} is missing although the peers were built from it: run `make peers` again")
+    return path
 
 
 @pytest.fixture(scope="session")

@@ -9,16 +9,13 @@ streaming shapes. Ours may carry only the listed later additions of Gazette's ma
 
 from __future__ import annotations
 
-import os
-import shutil
-import subprocess
 from importlib import resources
 from pathlib import Path
 
-import pytest
 from google.protobuf import descriptor_pb2
+from interop.conftest import gazette_source
 
-from gazette.local.gazette_peer import HOW_TO_BUILD, peer_version
+from gazette.local.gazette_peer import peer_version
 from gazette.protocol import broker_pb2, gazette_py_pb2
 
 # Fields and values gazette-py speaks that Gazette added on master after the pinned tag.
@@ -31,21 +28,10 @@ LATER_ADDITIONS = {
 }
 
 
-def _gazette_module_dir() -> Path:
-    go = shutil.which("go")
-    version = peer_version()
-    if go is None or version == "unknown":
-        if os.environ.get("CI"):
-            pytest.fail("CI must have Go and the Gazette peers (`make test` runs `make peers`)")
-        pytest.skip(f"Gazette's protocol.proto comes from the Go module cache: {HOW_TO_BUILD}")
-    cache = subprocess.run([go, "env", "GOMODCACHE"], capture_output=True, text=True, check=True).stdout.strip()
-    return Path(cache) / f"go.gazette.dev/core@{version}"
-
-
 def _gazette_descriptor(tmp_path: Path) -> descriptor_pb2.FileDescriptorProto:
     from grpc_tools import protoc
 
-    core = _gazette_module_dir()
+    core = gazette_source()
     gogo = next(iter(sorted((core.parent.parent / "github.com" / "gogo").glob("protobuf@*"))), None)
     assert gogo is not None, f"gogo/protobuf is not in the module cache beside {core}"
     out = tmp_path / "gazette.pb"
