@@ -15,6 +15,7 @@ import asyncio
 import enum
 import hashlib
 import logging
+import time
 from collections.abc import AsyncIterator
 from typing import TYPE_CHECKING
 
@@ -50,6 +51,9 @@ log = logging.getLogger(__name__)
 STORE_HEALTH_MAX_FAILED_CHECKS = 5
 # A primary whose replica is not yet built (the reconcile lags the KeySpace) re-resolves after this.
 REPLICA_WAIT_S = 0.02
+# SUSPEND_IF_FLUSHED takes a journal whose spec has no flush_interval as idle once its last fragment
+# has been persisted this long (Gazette's default of the idle window).
+IDLE_FLUSH_INTERVAL_S = 24 * 3600.0
 
 SUSPEND = pb.AppendRequest.Suspend
 
@@ -331,7 +335,11 @@ class AppendFSM:
             if not got:
                 self.state = State.RESOLVE
                 return
-        index_min, index_max, index_dirty = replica.index.offset_range()
+        index_min, index_max, index_mod_time = replica.index.summary()
+        # As Gazette: the index is dirty (the journal is in use, not idle) unless its last fragment
+        # was persisted more than a flush interval ago; a local fragment (mod_time 0) is always dirty.
+        idle_window = spec.flush_interval or IDLE_FLUSH_INTERVAL_S
+        index_dirty = index_mod_time == 0 or index_mod_time > time.time() - idle_window
         spool_end = pln.spool.fragment.end
         max_offset = max(spool_end, index_max)
 

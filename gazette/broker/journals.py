@@ -154,7 +154,9 @@ async def serve_list_fragments(
             continue
         if req.begin_mod_time and frag.mod_time and frag.mod_time < req.begin_mod_time:
             continue
-        if req.end_mod_time and (frag.mod_time == 0 or frag.mod_time >= req.end_mod_time):
+        # Gazette's bound is inclusive (a fragment persisted at end_mod_time is listed), whatever
+        # its proto comment says: `gazctl journals fragments --to T` lists those of second T.
+        if req.end_mod_time and (frag.mod_time == 0 or frag.mod_time > req.end_mod_time):
             continue
         if len(out) == limit:
             next_token = frag.begin
