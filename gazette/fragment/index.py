@@ -102,10 +102,6 @@ class Index:
     def end_offset(self) -> int:
         return self._set.end_offset
 
-    def offset_range(self) -> tuple[int, int, bool]:
-        """(begin, end, whether any fragment is still local only)."""
-        return self._set.begin_offset, self._set.end_offset, len(self._local) != 0
-
     def summary(self) -> tuple[int, int, int]:
         """(first begin, last end, last fragment's mod_time; 0 if it is local or the index is empty)."""
         if not self._set:

@@ -65,7 +65,7 @@ async def test_spool_commit_is_queryable_with_its_file(files):
 
     head = await index.query(-1, block=False)
     assert (head.status, head.offset, head.write_head) == (Status.OFFSET_NOT_YET_AVAILABLE, 150, 150)
-    assert index.offset_range() == (0, 150, True)
+    assert (index.begin_offset(), index.end_offset(), bool(index.local_fragments())) == (0, 150, True)
 
 
 async def test_growing_spools_keep_one_file_entry_each(files):
@@ -193,7 +193,7 @@ async def test_replace_remote_drops_covered_local_fragments(files):
 
     index.replace_remote([remote(0, 60), remote(60, 100), remote(100, 200)])
     assert index.local_fragments() == []
-    assert index.offset_range() == (0, 200, False)
+    assert (index.begin_offset(), index.end_offset(), bool(index.local_fragments())) == (0, 200, False)
     assert index.summary() == (0, 200, RECENT)
     res = await index.query(150, block=False)
     assert (res.fragment, res.file) == (remote(100, 200), None)
