@@ -65,11 +65,11 @@ NATS_SERVER_CHECK = command -v nats-server >/dev/null || test -x /usr/sbin/nats-
 	    { apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q nats-server; }; }; } || \
 	echo "nats-server not installed (and not installable here): the bench's peer rows will say so"
 
-bench: $(STAMP)
+bench: $(STAMP) peers
 	@$(NATS_SERVER_CHECK)
 	$(BIN)/python -m bench
 
-bench-quick: $(STAMP)
+bench-quick: $(STAMP) peers
 	@$(NATS_SERVER_CHECK)
 	$(BIN)/python -m bench --quick
 

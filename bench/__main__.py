@@ -1,9 +1,9 @@
-"""`python -m bench [--quick] [--runs N] [--no-spark]`: every benchmark as one suite.
+"""`python -m bench [--quick] [--runs N] [--no-spark] [--no-gazette]`: every benchmark as one suite.
 
-Runs the broker, message, NATS peer, consumer, replication and Spark figures in turn, prints one
-table, writes bench/results.json and rewrites the README's table. A part that cannot run here (no
-nats-server, no bench/consumer.py) or fails leaves its rows with a note saying why; a failure also
-makes the exit status 1, after the results are written.
+Runs the broker, message, NATS peer, consumer, replication, Gazette peer and Spark figures in turn,
+prints one table, writes bench/results.json and rewrites the README's table. A part that cannot run
+here (no nats-server, real Gazette not built, no bench/consumer.py) or fails leaves its rows with a
+note saying why; a failure also makes the exit status 1, after the results are written.
 """
 
 from __future__ import annotations
@@ -22,8 +22,8 @@ from typing import Any
 
 from rich.console import Console
 
-from bench import messages, nats_peer, replication, report, runner, spark
-from bench.figures import Figure
+from bench import gazette_peer, messages, nats_peer, replication, report, runner, spark
+from bench.figures import Figure, PeerUnavailable
 
 HERE = Path(__file__).resolve().parent
 TABLE_WIDTH = 160
@@ -31,6 +31,7 @@ CONSUMER_MODULE = "bench.consumer"
 CONSUMER_MISSING = "bench/consumer.py not present"
 SPARK_SKIPPED_QUICK = "skipped: --quick"
 SPARK_SKIPPED = "skipped: --no-spark"
+GAZETTE_SKIPPED = "skipped: --no-gazette"
 
 Log = Callable[[str], None]
 
@@ -94,6 +95,13 @@ def parts(args: argparse.Namespace, settings: runner.Settings, spark_details: di
         _consumer_part(settings),
         Part("replication", replication.replication_figures, replication.run, settings=settings),
         Part(
+            "gazette peer",
+            gazette_peer.peer_figures,
+            gazette_peer.run,
+            GAZETTE_SKIPPED if args.no_gazette else None,
+            settings=settings,
+        ),
+        Part(
             "spark",
             lambda: spark.spark_figures(spark_settings.shapes),
             spark_measure,
@@ -120,7 +128,7 @@ def run_parts(
             console.rule(part.name)
             try:
                 measured = part.measure(settings, console.log)
-            except nats_peer.NatsUnavailable as exc:
+            except PeerUnavailable as exc:  # not installed or not built here: a skip, not a failure
                 state, note = "skipped", str(exc)
             except Exception as exc:  # the other parts still run; the exit status says it failed
                 console.log(f"{part.name} failed:\n{traceback.format_exc()}")
@@ -140,6 +148,7 @@ def _versions() -> dict[str, str | None]:
     return {
         "nats-server": nats_peer.server_version(binary) if binary else None,
         "nats-py": report.package_version("nats-py"),
+        "Gazette (Go)": gazette_peer.version(),
         "pyspark": report.package_version("pyspark"),
     }
 
@@ -150,6 +159,7 @@ def main() -> None:
     parser.add_argument("--runs", type=int, help="override the number of runs (each figure is their median)")
     parser.add_argument("--no-spark", action="store_true", help="skip bench/spark.py (fragments_io vs spark.read.json)")
     parser.add_argument("--spark", action="store_true", help="with --quick, run Spark's figures too")
+    parser.add_argument("--no-gazette", action="store_true", help="skip bench/gazette_peer.py (real Gazette brokers)")
     args = parser.parse_args()
     settings = runner.QUICK if args.quick else runner.FULL
     if args.runs is not None:
@@ -168,7 +178,8 @@ def main() -> None:
     spark_details: dict[str, Any] = {}
     suite = parts(args, settings, spark_details)
     figures, notes, status = run_parts(suite, settings, console)
-    rows = report.rows_of(figures, nats_peer.PEER_OF, notes, nats_peer.peer_figures())
+    peer_of = nats_peer.PEER_OF | gazette_peer.PEER_OF
+    rows = report.rows_of(figures, peer_of, notes, [*nats_peer.peer_figures(), *gazette_peer.peer_figures()])
     env = report.environment(_versions())
     env["machine"]["load_average_at_start"] = list(load_at_start)
     settings_json: dict[str, Any] = {"name": settings.name, "runs": settings.runs}

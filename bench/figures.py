@@ -11,6 +11,11 @@ import dataclasses
 import statistics
 
 
+class PeerUnavailable(RuntimeError):
+    """A peer cannot run here (not installed or built, or would not start); the reason is the message.
+    `python -m bench` skips that peer's part with this note instead of failing."""
+
+
 @dataclasses.dataclass(frozen=True)
 class Target:
     """A goal from the issue: on the ratio (`ratio >= bound`) or on the value (`value <= bound`)."""

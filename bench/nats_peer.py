@@ -24,7 +24,7 @@ from typing import Any
 
 import orjson
 
-from bench.figures import Figure
+from bench.figures import Figure, PeerUnavailable
 from bench.messages import MESSAGE_BYTES, UNIT, make_messages
 from gazette.keyspace.procutil import spawn, terminate
 from gazette.message import build_uuid
@@ -42,7 +42,7 @@ ASYNC_MAX_PENDING = 4000  # nats-py's default publish_async window
 DUPLICATE_WINDOW_S = 120.0  # JetStream's default deduplication window
 
 
-class NatsUnavailable(RuntimeError):
+class NatsUnavailable(PeerUnavailable):
     """The peer cannot run here (no nats-server, or it would not start); the reason is the message."""
 
 

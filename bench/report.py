@@ -2,7 +2,7 @@
 rewrites the results table between the markers of bench/README.md.
 
 A row sets one of our figures beside its limit (ratio: median of per-run ratios) and its peer (NATS
-JetStream; ratio of the medians, the peer's runs being separate ones). Both ratios are written so
+JetStream or real Gazette; ratio of the medians, the peer's runs being separate ones). Both ratios are written so
 that higher is better for us. A figure that could not be measured has no samples and a note saying why.
 """
 
@@ -263,7 +263,7 @@ def update_readme(path: Path, rows: list[Row], env: dict[str, Any], settings: di
     if start < 0 or end < start:
         raise ReportError(f"{path} has no {README_START} ... {README_END} section to rewrite")
     m, v = env["machine"], env["versions"]
-    peers = ", ".join(f"{k} {v[k]}" for k in ("nats-server", "nats-py", "pyspark") if v.get(k))
+    peers = ", ".join(f"{k} {v[k]}" for k in ("nats-server", "nats-py", "Gazette (Go)", "pyspark") if v.get(k))
     load, load_start = m.get("load_average_1_5_15"), m.get("load_average_at_start")
     lines = [
         README_START,
