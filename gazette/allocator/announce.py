@@ -95,7 +95,10 @@ class Session:
             await asyncio.sleep(max(0.0, min(interval, expires_at - loop.time())))
             sent_at = loop.time()
             try:
-                reply = await asyncio.wait_for(self.client.refresh_lease(self.lease_id), timeout=interval)
+                # asyncio.timeout, not wait_for: Python 3.11's wait_for loses a cancel that races the
+                # inner call's completion, and then this loop would outlive Session.close.
+                async with asyncio.timeout(interval):
+                    reply = await self.client.refresh_lease(self.lease_id)
             except asyncio.CancelledError:
                 raise
             except Exception as exc:  # etcd unreachable or slow: retry until the lease must be gone
@@ -230,4 +233,5 @@ async def announce(
                 retry_interval_s,
             )
         with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(session.wait_lost(), timeout=retry_interval_s)
+            async with asyncio.timeout(retry_interval_s):
+                await session.wait_lost()

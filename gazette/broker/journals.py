@@ -196,7 +196,8 @@ async def serve_flush(broker: Broker, req: gpy.FlushRequest, context: grpc.aio.S
         status = fsm.status if fsm.status != Status.OK else Status.INSUFFICIENT_JOURNAL_BROKERS
         return gpy.FlushResponse(status=to_pb(status), header=res.header, store_error=str(fsm.err or ""))
     try:
-        persisted = await asyncio.wait_for(res.replica.wait_persisted(fsm.rolled), FLUSH_TIMEOUT_S)
+        async with asyncio.timeout(FLUSH_TIMEOUT_S):
+            persisted = await res.replica.wait_persisted(fsm.rolled)
     except (TimeoutError, GazetteError) as exc:
         # The store is down or refused: the rolled spool stays queued in the persister, which
         # keeps retrying; nothing committed is dropped.

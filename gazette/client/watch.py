@@ -79,7 +79,8 @@ class JournalWatch:
             return self.error is not None or (self.snapshot is not None and predicate(self.snapshot))
 
         async with self._cond:
-            await asyncio.wait_for(self._cond.wait_for(satisfied), timeout)
+            async with asyncio.timeout(timeout):
+                await self._cond.wait_for(satisfied)
         if self.error is not None:
             raise self.error
         assert self.snapshot is not None

@@ -185,7 +185,8 @@ class Persister:
             if self._scheduler is None:
                 await self.start()
             try:
-                await asyncio.wait_for(self._idle.wait(), self.drain_timeout_s)
+                async with asyncio.timeout(self.drain_timeout_s):
+                    await self._idle.wait()
             except TimeoutError:
                 pass
         self._stopped = True

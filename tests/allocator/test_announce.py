@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import types
 
 import aetcd
 import pytest
@@ -136,3 +138,23 @@ async def test_session_ttl_must_be_whole_seconds(etcd_client: aetcd.Client) -> N
     for bad in (0, 1.5, True):
         with pytest.raises(ValueError, match="lease TTL"):
             await Session.grant(etcd_client, bad)  # type: ignore[arg-type]
+
+
+async def test_keep_alive_ends_when_its_cancel_races_a_refresh_completing() -> None:
+    """The cancel of the keep-alive task lands while a lease refresh completes in the same step: the
+    task must still end (Python 3.11's asyncio.wait_for returned the refresh's result instead and
+    swallowed the cancel, so Session.close waited for ever on a loop that went on refreshing)."""
+    refreshed = []
+
+    class RacingClient:
+        async def refresh_lease(self, lease_id: int):
+            refreshed.append(lease_id)
+            assert session._task is not None
+            session._task.cancel()  # arrives as the refresh returns, with nothing awaited in between
+            return types.SimpleNamespace(TTL=3)
+
+    session = Session(RacingClient(), lease_id=7, ttl_s=3)  # type: ignore[arg-type]
+    session._task = asyncio.create_task(session._keep_alive())
+    with contextlib.suppress(asyncio.CancelledError):
+        await asyncio.wait_for(session._task, timeout=10)
+    assert session._task.cancelled() and refreshed == [7]
