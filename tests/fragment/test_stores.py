@@ -18,7 +18,15 @@ import pytest
 from gazette.fragment.codecs import compress
 from gazette.fragment.content import CorruptFragmentError, list_fragments, open_fragment, persist
 from gazette.fragment.fragment import Codec, Fragment
-from gazette.fragment.stores import ObjectNotFoundError, Store, StoreEntry, StoreError, get_store
+from gazette.fragment.stores import (
+    ObjectNotFoundError,
+    Store,
+    StoreEntry,
+    StoreError,
+    clear_store_cache,
+    get_store,
+    parse_store_url,
+)
 from gazette.protocol.errors import ValidationError
 
 
@@ -206,6 +214,70 @@ def test_s3_get_translates_errors(
     monkeypatch.setattr(store._client, "get_object", lambda **kw: {"Body": FailingBody()})  # type: ignore[attr-defined]
     with pytest.raises(StoreError, match=f'reading "j/a" in store {re.escape(s3_store_url)}: .*timeout'):
         store.get("j/a")
+
+
+# --- Store URLs as Gazette reads them (its broker/stores/{fs,s3,common}) ---
+
+
+def test_query_argument_names_match_case_insensitively() -> None:
+    # Gazette decodes them into struct fields by case-insensitive name: `Endpoint=` or `acl=` work there.
+    parsed = parse_store_url(
+        "s3://b/p/?Endpoint=http://h:1&REGION=r&acl=private&storageclass=S&Find=x&REPLACE=y"
+    )
+    assert parsed.args == {
+        "endpoint": "http://h:1", "region": "r", "ACL": "private", "storageClass": "S", "find": "x", "replace": "y"
+    }  # fmt: skip
+    with pytest.raises(ValidationError, match='repeats query argument "region"'):
+        parse_store_url("s3://b/p/?region=a&Region=b")
+
+
+def test_file_stores_take_only_the_path_rewrite() -> None:
+    assert parse_store_url("file:///tmp/x/?find=a/&replace=b/").args == {"find": "a/", "replace": "b/"}
+    with pytest.raises(ValidationError, match=r"query arguments \['endpoint'\] \(file stores take only"):
+        parse_store_url("file:///tmp/x/?find=a/&endpoint=b")
+
+
+def test_find_replace_rewrites_object_paths_as_gazette(store_url: str) -> None:
+    """Gazette's RewriterConfig: the first `find` in each object's (and listing prefix's) path relative to
+    the store URL becomes `replace`; Gazette brokers given this URL read and write the same keys."""
+    plain = get_store(store_url)
+    rewriting = get_store(store_url + ("&" if "?" in store_url else "?") + "find=j/&replace=moved/")
+    rewriting.put("j/a", b"alpha")
+    rewriting.put("j/sub/j/b", b"beta")  # only the first "j/" is replaced
+    assert sorted(e.path for e in plain.list("")) == ["moved/a", "moved/sub/j/b"]
+    assert [e.path for e in rewriting.list("j/")] == ["a", "sub/j/b"]  # relative to the rewritten prefix
+    assert rewriting.get("j/a") == b"alpha" and rewriting.exists("j/sub/j/b")
+    assert rewriting.mod_time("j/a") == plain.mod_time("moved/a")
+    if store_url.startswith("file://"):
+        assert rewriting.sign_get("j/a", 60).endswith("/moved/a")
+    rewriting.remove("j/a")
+    assert [e.path for e in plain.list("")] == ["moved/sub/j/b"]
+
+
+def test_s3_key_prefix_is_url_decoded(moto_server: str, s3_bucket: str) -> None:
+    # Gazette keys objects under the URL's decoded path, as every file store does.
+    get_store(f"s3://{s3_bucket}/a%20b%3Dc/?endpoint={moto_server}&region=us-east-1").put("j/x", b"x")
+    s3 = boto3.client("s3", endpoint_url=moto_server, region_name="us-east-1")
+    assert [o["Key"] for o in s3.list_objects_v2(Bucket=s3_bucket)["Contents"]] == ["a b=c/j/x"]
+
+
+def test_s3_region_defaults_to_aws_region(
+    moto_server: str, s3_bucket: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A URL without `region=`: Gazette's AWS SDK takes AWS_REGION, so ours does too (botocore alone
+    would read only AWS_DEFAULT_REGION); `region=` wins over both."""
+    url = f"s3://{s3_bucket}/p/?endpoint={moto_server}"
+    monkeypatch.setenv("AWS_DEFAULT_REGION", "us-east-1")
+    monkeypatch.setenv("AWS_REGION", "eu-west-3")
+    clear_store_cache()
+    try:
+        assert get_store(url)._client.meta.region_name == "eu-west-3"  # type: ignore[attr-defined]
+        assert get_store(url + "&region=ap-south-1")._client.meta.region_name == "ap-south-1"  # type: ignore[attr-defined]
+        monkeypatch.delenv("AWS_REGION")
+        clear_store_cache()
+        assert get_store(url)._client.meta.region_name == "us-east-1"  # type: ignore[attr-defined]
+    finally:
+        clear_store_cache()
 
 
 # --- Fragment content ---

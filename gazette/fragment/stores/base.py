@@ -12,12 +12,18 @@ import dataclasses
 import posixpath
 import threading
 from typing import BinaryIO
-from urllib.parse import parse_qsl, urlsplit
+from urllib.parse import parse_qsl, unquote, urlsplit
 
 from gazette.protocol.errors import GazetteError, ValidationError
 from gazette.protocol.status import Status
 
-S3_QUERY_ARGS = ("endpoint", "region", "profile", "ACL", "storageClass", "SSE", "SSEKMSKeyId")
+# Gazette's RewriterConfig, taken by every store: the first `find` in an object's journal-relative
+# path is replaced by `replace` (Gazette's broker/stores/common/rewriter.go).
+REWRITE_QUERY_ARGS = ("find", "replace")
+_S3_OWN_QUERY_ARGS = ("endpoint", "region", "profile", "ACL", "storageClass", "SSE", "SSEKMSKeyId")
+S3_QUERY_ARGS = _S3_OWN_QUERY_ARGS + REWRITE_QUERY_ARGS
+# Gazette decodes query arguments into struct fields matched case-insensitively (gorilla/schema).
+_CANONICAL_QUERY_ARG = {name.lower(): name for name in S3_QUERY_ARGS}
 
 
 class StoreError(GazetteError):
@@ -108,9 +114,15 @@ class ParsedStoreURL:
     path: str  # file: absolute dir ending in "/"; s3: key prefix, "" or ending in "/"
     args: dict[str, str]
 
+    def rewrite(self, path: str) -> str:
+        """`path` (relative to the store URL's path) with the first `find` replaced by `replace`."""
+        find = self.args.get("find", "")
+        return path.replace(find, self.args.get("replace", ""), 1) if find else path
+
 
 def parse_store_url(url: str) -> ParsedStoreURL:
-    """Parses and validates `file:///abs/dir/` or `s3://bucket/prefix/?endpoint=&region=&profile=`."""
+    """Parses and validates `file:///abs/dir/` or `s3://bucket/prefix/?endpoint=&region=&profile=`; either
+    may take Gazette's path rewrite `find=&replace=`. Argument names match case-insensitively."""
     try:
         parts = urlsplit(url)
     except ValueError as e:
@@ -123,6 +135,7 @@ def parse_store_url(url: str) -> ParsedStoreURL:
         raise ValidationError(f'store URL "{url}" has a malformed query: {e}') from None
     args: dict[str, str] = {}
     for key, value in pairs:
+        key = _CANONICAL_QUERY_ARG.get(key.lower(), key)
         if key in args:
             raise ValidationError(f'store URL "{url}" repeats query argument "{key}"')
         args[key] = value
@@ -132,9 +145,10 @@ def parse_store_url(url: str) -> ParsedStoreURL:
             raise ValidationError(
                 f'store URL "{url}" has host "{parts.netloc}" (expected file:///absolute/dir/ with no host)'
             )
-        if args:
+        unknown = sorted(set(args) - set(REWRITE_QUERY_ARGS))
+        if unknown:
             raise ValidationError(
-                f'store URL "{url}" has query arguments {sorted(args)} (file stores take none)'
+                f'store URL "{url}" has query arguments {unknown} (file stores take only {list(REWRITE_QUERY_ARGS)})'
             )
         path = parts.path
         if not path.startswith("/") or not path.endswith("/"):
@@ -143,7 +157,7 @@ def parse_store_url(url: str) -> ParsedStoreURL:
             raise ValidationError(
                 f'store URL "{url}" path is not clean (expected "{posixpath.normpath(path)}/")'
             )
-        return ParsedStoreURL("file", "", path, {})
+        return ParsedStoreURL("file", "", path, {k: v for k, v in args.items() if v})
 
     if parts.scheme == "s3":
         if not parts.netloc:
@@ -155,7 +169,7 @@ def parse_store_url(url: str) -> ParsedStoreURL:
             raise ValidationError(
                 f'store URL "{url}" has unknown query arguments {unknown} (expected some of {list(S3_QUERY_ARGS)})'
             )
-        prefix = parts.path.lstrip("/")
+        prefix = unquote(parts.path).lstrip("/")  # Gazette keys by the decoded path, as file stores do
         if prefix and not prefix.endswith("/"):
             raise ValidationError(f'store URL "{url}" path "{parts.path}" must end in "/"')
         if prefix and any(seg in ("", ".", "..") for seg in prefix[:-1].split("/")):

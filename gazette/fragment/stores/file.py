@@ -33,12 +33,13 @@ class FileStore(Store):
     def __init__(self, url: str, parsed: ParsedStoreURL) -> None:
         self.url = url
         self.root = Path(unquote(parsed.path))
+        self._rewrite = parsed.rewrite
 
     def _abs(self, path: str) -> Path:
-        return self.root / check_object_path(self.url, path)
+        return self.root / check_object_path(self.url, self._rewrite(check_object_path(self.url, path)))
 
     def list(self, prefix: str) -> list[StoreEntry]:
-        check_list_prefix(self.url, prefix)
+        prefix = check_list_prefix(self.url, self._rewrite(check_list_prefix(self.url, prefix)))
         # Walk the deepest directory fully named by the prefix, then filter on the remainder.
         dir_part, _, _ = prefix.rpartition("/")
         top = self.root / dir_part if dir_part else self.root

@@ -1,13 +1,16 @@
 """S3Store: fragments in an S3 (or S3-compatible) bucket, via boto3.
 
-URL `s3://bucket/prefix/?endpoint=&region=&profile=&ACL=&storageClass=&SSE=&SSEKMSKeyId=`
-(reference 2.6). A custom endpoint implies path-style addressing. boto3 clients are thread-safe and
-one is shared by all calls; every botocore failure is re-raised as a StoreError naming URL and path.
+URL `s3://bucket/prefix/?endpoint=&region=&profile=&ACL=&storageClass=&SSE=&SSEKMSKeyId=&find=&replace=`
+(reference 2.6; names match case-insensitively, as Gazette's). A custom endpoint implies path-style
+addressing; without `region=` the region is AWS_REGION's (as for Gazette's AWS SDK), else botocore's
+own default. boto3 clients are thread-safe and one is shared by all calls; every botocore failure is
+re-raised as a StoreError naming URL and path.
 """
 
 from __future__ import annotations
 
 import io
+import os
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any, BinaryIO
@@ -41,6 +44,7 @@ class S3Store(Store):
         self.url = url
         self.bucket = parsed.bucket
         self.prefix = parsed.path
+        self._rewrite = parsed.rewrite
         self._botocore_error = botocore.exceptions.BotoCoreError
         self._client_error = botocore.exceptions.ClientError
         args = parsed.args
@@ -54,7 +58,7 @@ class S3Store(Store):
         try:
             session = boto3.session.Session(profile_name=args.get("profile"))
             self._client: Any = session.client(
-                "s3", endpoint_url=endpoint, region_name=args.get("region"), config=config
+                "s3", endpoint_url=endpoint, region_name=args.get("region") or _env_region(), config=config
             )
         except botocore.exceptions.BotoCoreError as e:
             raise ValidationError(f"store URL {url}: {e}") from e
@@ -68,7 +72,7 @@ class S3Store(Store):
                 self._put_args[s3_arg] = args[url_arg]
 
     def _key(self, path: str) -> str:
-        return self.prefix + check_object_path(self.url, path)
+        return self.prefix + self._rewrite(check_object_path(self.url, path))
 
     @contextmanager
     def _errors(self, verb: str, path: str) -> Iterator[None]:
@@ -86,8 +90,7 @@ class S3Store(Store):
             raise StoreError(f'{verb} "{path}" in store {self.url}: {e}') from e
 
     def list(self, prefix: str) -> list[StoreEntry]:
-        check_list_prefix(self.url, prefix)
-        full = self.prefix + prefix
+        full = self.prefix + self._rewrite(check_list_prefix(self.url, prefix))
         entries: list[StoreEntry] = []
         with self._errors("listing", prefix):
             pages = self._client.get_paginator("list_objects_v2").paginate(Bucket=self.bucket, Prefix=full)
@@ -145,6 +148,12 @@ class S3Store(Store):
 
     def mod_time(self, path: str) -> int:
         return int(self._head(path)["LastModified"].timestamp())
+
+
+def _env_region() -> str | None:
+    """A URL without `region=` uses AWS_REGION, as Gazette's AWS SDK does (botocore reads only
+    AWS_DEFAULT_REGION, which is still its fallback when AWS_REGION is unset)."""
+    return os.environ.get("AWS_REGION") or None
 
 
 class _BodyReader(io.RawIOBase):
