@@ -13,6 +13,7 @@ from __future__ import annotations
 import concurrent.futures
 import re
 import sqlite3
+import time
 import urllib.parse
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import Any, Protocol
@@ -98,7 +99,7 @@ class _SQLiteDialect:
         if self.path != ":memory:":
             # WAL: a reader never blocks a writer, so a stalled (SIGSTOPped, zombie) primary that
             # has read in its open transaction cannot block its successor's restore and commits.
-            conn.execute("PRAGMA journal_mode=WAL")
+            _enable_wal(conn, self.path)
         return conn
 
     def in_transaction(self, conn: SQLConnection) -> bool:
@@ -112,6 +113,31 @@ class _SQLiteDialect:
 
     def executemany(self, conn: SQLConnection, sql: str, rows: list[Any]) -> SQLCursor:
         return conn.executemany(sql, rows)  # type: ignore[no-any-return]
+
+
+def _enable_wal(conn: sqlite3.Connection, path: str) -> None:
+    """Switches the database to WAL, retrying while another connection holds the lock the switch
+    needs: sqlite answers "database is locked" at once there, without its busy handler, so stores
+    opening one new database together (shards starting at once) would otherwise fail at random."""
+    deadline = time.monotonic() + SQLITE_BUSY_TIMEOUT_S
+    delay = 0.005
+    while True:
+        try:
+            mode = conn.execute("PRAGMA journal_mode=WAL").fetchone()[0]
+        except sqlite3.OperationalError as exc:
+            if "locked" not in str(exc) and "busy" not in str(exc):
+                raise
+            if time.monotonic() + delay > deadline:
+                raise SQLStoreError(
+                    f"sqlite database {path} stayed locked for {SQLITE_BUSY_TIMEOUT_S:.0f} s while switching "
+                    f"it to WAL mode: {exc}"
+                ) from exc
+            time.sleep(delay)
+            delay = min(delay * 2, 0.2)
+            continue
+        if str(mode).lower() != "wal":
+            raise SQLStoreError(f"sqlite database {path} cannot use WAL mode (journal_mode is {mode})")
+        return
 
 
 # Quoted text, identifiers and comments keep their placeholder-like characters; every % is doubled.
