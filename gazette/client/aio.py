@@ -26,7 +26,7 @@ from gazette.protocol.endpoints import GRPC_CLIENT_OPTIONS, grpc_target
 from gazette.protocol.errors import GazetteError
 from gazette.protocol.labels import LabelSet
 from gazette.protocol.selector import LabelSelector
-from gazette.protocol.spec import JournalSpec, SpecChange
+from gazette.protocol.spec import JournalSpec, SpecChange, SuspendLevel
 from gazette.protocol.status import Status
 from gazette.protocol.validate import validate_journal_name
 
@@ -243,8 +243,14 @@ class AsyncClient:
         lost and appends fail INDEX_HAS_GREATER_OFFSET). Returns the head; a concurrent write that
         moved the head first (WRONG_APPEND_OFFSET) is benign and returns the new head."""
         head = await self.read_head(journal)
+        # SUSPEND_KEEP (do not resume a partially suspended journal) is newer than some Gazette
+        # brokers, which refuse it as an invalid variant (v0.103.0 does). On a journal that is not
+        # suspended the default, SUSPEND_RESUME, does the same and every broker knows it.
+        listing = await self.list_journals(LabelSelector(include=[("name", journal.partition(";")[0])]))
+        suspended = any(i.spec.suspend_level != SuspendLevel.NONE for i in listing)
+        suspend = pb.AppendRequest.SUSPEND_KEEP if suspended else pb.AppendRequest.SUSPEND_RESUME
         try:
-            await self.append(journal, b"", offset=head, suspend=pb.AppendRequest.SUSPEND_KEEP)
+            await self.append(journal, b"", offset=head, suspend=suspend)
         except GazetteError as exc:
             if exc.status != Status.WRONG_APPEND_OFFSET:
                 raise

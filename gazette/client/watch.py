@@ -122,7 +122,9 @@ class JournalWatch:
             header: pb.Header | None = None
             try:
                 async for resp in call:
-                    if resp.HasField("header"):  # the first message of a snapshot
+                    # Only a snapshot's first message has a header with an etcd revision (never 0):
+                    # Gazette's Header is non-nullable, so its other messages carry an empty one.
+                    if resp.header.etcd.revision or resp.status != Status.OK:  # a snapshot's first message
                         if resp.status != Status.OK:
                             raise GazetteError(Status(resp.status), f"listing {self.selector} failed")
                         header, building = resp.header, []

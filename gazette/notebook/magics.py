@@ -1,5 +1,6 @@
 """The `%gazette` line magic and `%%gazette` cell magic: start a LocalCluster bound to the kernel
-(`up`/`down`/`status`), then `journals`, `apply`, `append`, `publish`, `read`, `fragments`, `flush`,
+(`up`/`down`/`status`) or attach to a running cluster (`connect BROKER[,BROKER] [--etcd URL]`, e.g.
+real Gazette brokers), then `journals`, `apply`, `append`, `publish`, `read`, `fragments`, `flush`,
 `shards` and `stat` from a cell.
 
 Results are `Table`s (HTML in notebooks, plain text elsewhere); errors print as one readable line.
@@ -32,6 +33,7 @@ from gazette.protocol.spec import load_specs_yaml
 
 COMMANDS = (
     "up",
+    "connect",
     "down",
     "status",
     "journals",
@@ -45,6 +47,8 @@ COMMANDS = (
     "stat",
 )
 STAT_TIMEOUT_S = 30.0
+ROUTE_TIMEOUT_S = 60.0  # how long `apply` on a connected cluster waits for new journals' primaries
+ROUTE_POLL_S = 0.05
 BLOCK_POLL_S = 0.1  # a blocking read's printer wakes this often, so Ctrl-C (an interrupt) is seen
 
 
@@ -97,6 +101,9 @@ def _parser(command: str) -> _Parser:
         p.add_argument("--brokers", type=int, default=1)
         p.add_argument("--mode", choices=("inprocess", "subprocess"), default="inprocess")
         p.add_argument("--store", default=None)
+    elif command == "connect":
+        p.add_argument("broker")
+        p.add_argument("--etcd", default=None)
     elif command == "journals":
         p.add_argument("selector", nargs="?", default=None)
     elif command == "append":
@@ -131,6 +138,7 @@ class GazetteMagics(Magics):
         super().__init__(shell)
         self.cluster: LocalCluster | None = None
         self._client: Client | None = None
+        self.connected: Client | None = None  # the client of `%gazette connect`
 
     # --- entry point ------------------------------------------------------------------------------
     @line_cell_magic
@@ -163,8 +171,12 @@ class GazetteMagics(Magics):
     def client(self) -> Client:
         if self._client is not None:
             return self._client
+        if self.connected is not None:
+            return self.connected
         if self.cluster is None:
-            raise NotebookError("no cluster: run `%gazette up` first (or set magics.client)")
+            raise NotebookError(
+                "no cluster: run `%gazette up` or `%gazette connect BROKER` first (or set magics.client)"
+            )
         return self.cluster.client()
 
     @client.setter
@@ -177,9 +189,14 @@ class GazetteMagics(Magics):
         from gazette.consumer.client import ShardClient
 
         if root is not None:
-            if self.cluster is None:
-                raise NotebookError("no cluster: run `%gazette up` first")
-            return ShardClient(etcd=self.cluster.etcd_endpoint, root=root)
+            etcd = self.cluster.etcd_endpoint if self.cluster is not None else None
+            if etcd is None and self.connected is not None:
+                etcd = self.connected.etcd
+            if etcd is None:
+                raise NotebookError(
+                    "no cluster: run `%gazette up` or `%gazette connect BROKER --etcd URL` first"
+                )
+            return ShardClient(etcd=etcd, root=root)
         if self.cluster is None or not getattr(self.cluster, "_consumer_groups", None):
             raise NotebookError("no consumers: start them with cluster.run_consumer(...) or pass --root ROOT")
         return self.cluster.shard_client()
@@ -193,19 +210,56 @@ class GazetteMagics(Magics):
     def _cmd_up(self, ns: argparse.Namespace, cell: str | None) -> Table:
         if self.cluster is not None:
             raise NotebookError("a cluster is already up: run `%gazette down` first")
+        if self.connected is not None:
+            raise NotebookError(f"connected to {self.connected.broker}: run `%gazette down` first")
         if ns.brokers < 1:
             raise NotebookError(f"%gazette up --brokers {ns.brokers}: needs at least 1 broker")
         self.cluster = LocalCluster(brokers=ns.brokers, mode=ns.mode, store=ns.store).start()
         _at_exit(self._shutdown)
         return self._cmd_status(ns, cell)
 
+    def _cmd_connect(self, ns: argparse.Namespace, cell: str | None) -> Table:
+        """Later commands use a client of the running cluster at BROKER (several comma-separated
+        endpoints fail over in turn); `--etcd` lets `shards/stat --root` find its consumers.
+        The brokers must answer a listing first, so a wrong address fails here."""
+        if self.cluster is not None:
+            raise NotebookError("a cluster is up here: run `%gazette down` before connecting elsewhere")
+        client = Client(ns.broker, ns.etcd)
+        try:
+            journals = client.list_journals()
+        except BaseException:
+            client.close()
+            raise
+        self._disconnect()
+        self.connected = client
+        return self._connection_table(len(journals))
+
+    def _disconnect(self) -> None:
+        if self.connected is not None:
+            client, self.connected = self.connected, None
+            client.close()
+
+    def _connection_table(self, journals: int | None = None) -> Table:
+        assert self.connected is not None
+        rows = [[endpoint, "connected"] for endpoint in self.connected.aio.endpoints]  # in failover order
+        title = f"etcd {self.connected.etcd or '(not given)'}"
+        if journals is not None:
+            title += f", {journals} journal(s)"
+        return Table(["endpoint", "state"], rows, title=title)
+
     def _cmd_down(self, ns: argparse.Namespace, cell: str | None) -> str:
+        if self.cluster is None and self.connected is not None:
+            broker = self.connected.broker
+            self._disconnect()
+            return f"disconnected from {broker}"
         if self.cluster is None:
             raise NotebookError("no cluster is up")
         self._shutdown()
         return "cluster stopped"
 
     def _cmd_status(self, ns: argparse.Namespace, cell: str | None) -> Table:
+        if self.cluster is None and self.connected is not None:
+            return self._connection_table()
         if self.cluster is None:
             raise NotebookError("no cluster is up: run `%gazette up`")
         rows = [
@@ -240,6 +294,8 @@ class GazetteMagics(Magics):
         upserted = [ch.spec.name for ch in changes if not ch.delete]
         if self.cluster is not None and upserted:
             self.cluster.wait_for_routes(upserted)
+        elif upserted and self.connected is not None and self._client is None:
+            _wait_for_primaries(self.connected, upserted)
         rows = [[ch.spec.name, "delete" if ch.delete else "upsert"] for ch in changes]
         return Table(["journal", "change"], rows)
 
@@ -400,6 +456,20 @@ class _Printed:
     def finish(self) -> None:
         if self.partial:
             print(f"{self.at}\t{self.partial.decode(errors='replace')} (partial line)", flush=True)
+
+
+def _wait_for_primaries(client: Client, names: list[str]) -> None:
+    """Waits until the broker lists each journal with a primary, so that appends find it (a broker
+    that has not yet seen a new journal answers JOURNAL_NOT_FOUND)."""
+    deadline = time.monotonic() + ROUTE_TIMEOUT_S
+    while True:
+        routed = {i.spec.name for i in client.list_journals() if i.route.primary >= 0}
+        missing = [n for n in names if n not in routed]
+        if not missing:
+            return
+        if time.monotonic() > deadline:
+            raise NotebookError(f"journals {missing[:5]} have no primary after {ROUTE_TIMEOUT_S:.0f} s")
+        time.sleep(ROUTE_POLL_S)
 
 
 def _labels(spec: Any) -> str:

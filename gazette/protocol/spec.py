@@ -438,7 +438,7 @@ def _fields_to_yaml(fields: Mapping[str, Any]) -> dict[str, Any]:
         elif key == "fragment_length":
             frag["length"] = value
         elif key == "compression":
-            frag["compression_codec"] = value.name.lower()
+            frag["compression_codec"] = value.name  # gazctl reads the enum's own name only (SNAPPY)
         elif key == "stores":
             frag["stores"] = list(value)
         elif key in _DURATIONS:

@@ -82,7 +82,7 @@ def test_apply_yaml_then_list_in_every_format(cluster: LocalCluster, tmp_path: P
         ("content-type", "application/x-ndjson"),
     }
     assert (
-        one["fragment"]["compression_codec"] == "gzip" and two["fragment"]["compression_codec"] == "zstandard"
+        one["fragment"]["compression_codec"] == "GZIP" and two["fragment"]["compression_codec"] == "ZSTANDARD"
     )
     assert one["fragment"]["stores"] == [cluster.store] == two["fragment"]["stores"]
     assert one["fragment"]["retention"] == "48h"

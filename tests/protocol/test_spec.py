@@ -172,8 +172,8 @@ def test_replace_normalises_and_keeps_the_rest() -> None:
         {"compression": "gzip_offload_decompression", "stores": ["s3://bucket/"]},
         {"compression": "gzip_offload_decompression", "stores": ["s3://bucket/", "file:///data/"]},
         {"compression": "none"},
-        {"path_postfix_template": "date={first_append:%Y-%m-%d}"},
-        {"path_postfix_template": "{journal}"},
+        {"path_postfix_template": 'date={{ .Spool.FirstAppendTime.Format "2006-01-02" }}'},
+        {"path_postfix_template": '{{ .Spool.Journal }}/{{ printf "%05d" .Spool.Begin }}'},
         {"labels": {"content-type": "application/x-ndjson", "app.gazette.dev/message-type": "Word"}},
         {"labels": [("app.gazette.dev/tag", "a"), ("app.gazette.dev/tag", "b")]},
         {"suspend_level": "full", "suspend_offset": 1024},
@@ -216,7 +216,12 @@ def test_validate_accepts(kw: dict) -> None:
         ({"refresh_interval": "24h1s"}, "refresh_interval 24h1s is out of range"),
         ({"flush_interval": "59s"}, "flush_interval 59s is too short (expected 0 or >= 1m)"),
         ({"flush_interval": -60}, "flush_interval -1m is too short"),
-        ({"path_postfix_template": "{nope}"}, 'path_postfix_template "{nope}" is not valid at position 0: unknown field'),
+        (
+            {"path_postfix_template": "x={{ .Spool.Nope }}"},
+            'path_postfix_template "x={{ .Spool.Nope }}" is not valid at position 5: at <.Spool.Nope>: '
+            "can't evaluate field Nope",
+        ),
+        ({"path_postfix_template": "date={first_append:%Y-%m-%d}"}, "this project's former template syntax"),
         ({"path_postfix_template": "/abs"}, 'must not begin with "/"'),
         ({"max_append_rate": -1}, "max_append_rate -1 is negative (expected >= 0; 0 = unlimited)"),
         ({"suspend_offset": -1}, "suspend_offset -1 is negative"),
@@ -248,7 +253,7 @@ FULL = JournalSpec(
     refresh_interval="1m30s",
     retention="720h",
     flush_interval="10m",
-    path_postfix_template="date={first_append:%Y-%m-%d}",
+    path_postfix_template='date={{ .Spool.FirstAppendTime.Format "2006-01-02" }}',
     flags="O_WRONLY",
     max_append_rate=1 << 20,
     suspend_level="partial",
@@ -294,12 +299,12 @@ def test_to_dict_is_yaml_friendly() -> None:
         ],
         "fragment": {
             "length": 256 << 20,
-            "compression_codec": "gzip",
+            "compression_codec": "GZIP",
             "stores": ["s3://bucket/frags/?endpoint=http://localhost:9000", "file:///backup/"],
             "refresh_interval": "1m30s",
             "retention": "720h",
             "flush_interval": "10m",
-            "path_postfix_template": "date={first_append:%Y-%m-%d}",
+            "path_postfix_template": 'date={{ .Spool.FirstAppendTime.Format "2006-01-02" }}',
         },
         "flags": "O_WRONLY",
         "max_append_rate": 1 << 20,
@@ -371,7 +376,7 @@ fragment:
   refresh_interval: 1m
   retention: 720h
   flush_interval: 10m
-  path_postfix_template: date={first_append:%Y-%m-%d}
+  path_postfix_template: date={{ .Spool.FirstAppendTime.Format "2006-01-02" }}
 children:
   - name: examples/clicks/
     labels:
@@ -408,7 +413,7 @@ def test_load_pushes_directory_fields_down() -> None:
         refresh_interval="1m",
         retention="720h",
         flush_interval="10m",
-        path_postfix_template="date={first_append:%Y-%m-%d}",
+        path_postfix_template='date={{ .Spool.FirstAppendTime.Format "2006-01-02" }}',
     )
     assert changes[0] == SpecChange(base, expect_mod_revision=12, delete=False)
     # A zero value is unset: retention 0s inherits 720h; non-zero fields override.
@@ -515,7 +520,7 @@ def test_dump_hoists_shared_fields() -> None:
     doc = yaml.safe_load(text)
     # Shared by every journal: hoisted to the (nameless) root.
     assert "name" not in doc
-    assert doc["fragment"] == {"length": 16 << 20, "compression_codec": "snappy", "refresh_interval": "1m"}
+    assert doc["fragment"] == {"length": 16 << 20, "compression_codec": "SNAPPY", "refresh_interval": "1m"}
     ex, other = doc["children"]
     assert ex["name"] == "ex/" and ex["replication"] == 3
     assert ex["labels"] == [{"name": "content-type", "value": "application/x-ndjson"}]
@@ -557,7 +562,7 @@ _fields = st.fixed_dictionaries(
         "refresh_interval": st.sampled_from([1.0, 60.0, 3600.0]),
         "retention": st.sampled_from([0.0, -1.0, 3600.0]),
         "flush_interval": st.sampled_from([0.0, 600.0]),
-        "path_postfix_template": st.sampled_from(["", "d={first_append}"]),
+        "path_postfix_template": st.sampled_from(["", 'd={{ .Spool.FirstAppendTime.Format "2006-01-02" }}']),
         "flags": st.sampled_from(list(JournalFlag)),
         "max_append_rate": st.sampled_from([0, 100]),
         "suspend_level": st.sampled_from(list(SuspendLevel)),
@@ -610,7 +615,7 @@ def test_example_documentation_shape() -> None:
           refresh_interval: 1m
           retention: 720h
           flush_interval: 10m
-          path_postfix_template: date={first_append:%Y-%m-%d}
+          path_postfix_template: date={{ .Spool.FirstAppendTime.Format "2006-01-02" }}
           stores: [file:///tmp/frags/]
         children:
           - name: examples/words/
