@@ -222,8 +222,11 @@ async def _read_at_peers(
         call = broker.proxy.stub(endpoint).Read(fwd, timeout=PEER_READ_TIMEOUT_S)
         try:
             async for resp in call:
-                if not resp.content and (resp.status != pb.OK or resp.offset != offset):
-                    break  # the peer lacks it too, is at its head, or would jump: not ours to follow
+                if not resp.content and (resp.status != pb.OK or resp.offset != offset or resp.fragment_url):
+                    # The peer lacks it too, is at its head or would jump; or it is a Gazette broker
+                    # answering with a persisted fragment's URL (our own index lists that fragment
+                    # at its next refresh): not ours to follow.
+                    break
                 resp.ClearField("header")
                 served = served or bool(resp.content) or req.metadata_only
                 offset += len(resp.content)
