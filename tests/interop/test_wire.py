@@ -12,11 +12,12 @@ from __future__ import annotations
 from importlib import resources
 from pathlib import Path
 
+import pytest
 from google.protobuf import descriptor_pb2
 from interop.conftest import gazette_source
 
 from gazette.local.gazette_peer import peer_version
-from gazette.protocol import broker_pb2, gazette_py_pb2
+from gazette.protocol import broker_pb2, gazette_py_pb2, recoverylog_pb2, shard_pb2
 
 # Fields and values gazette-py speaks that Gazette added on master after the pinned tag.
 LATER_ADDITIONS = {
@@ -28,7 +29,9 @@ LATER_ADDITIONS = {
 }
 
 
-def _gazette_descriptor(tmp_path: Path) -> descriptor_pb2.FileDescriptorProto:
+def _gazette_descriptor(
+    tmp_path: Path, proto: str = "broker/protocol/protocol.proto"
+) -> descriptor_pb2.FileDescriptorProto:
     from grpc_tools import protoc
 
     core = gazette_source()
@@ -37,15 +40,15 @@ def _gazette_descriptor(tmp_path: Path) -> descriptor_pb2.FileDescriptorProto:
     out = tmp_path / "gazette.pb"
     well_known = str(resources.files("grpc_tools") / "_proto")
     args = ["protoc", f"-I{core}", f"-I{gogo}", f"-I{well_known}", f"--descriptor_set_out={out}",
-            "broker/protocol/protocol.proto"]  # fmt: skip
-    assert protoc.main(args) == 0, "protoc could not compile Gazette's broker/protocol/protocol.proto"
+            proto]  # fmt: skip
+    assert protoc.main(args) == 0, f"protoc could not compile Gazette's {proto}"
     files = descriptor_pb2.FileDescriptorSet.FromString(out.read_bytes()).file
     return files[-1]
 
 
-def _ours() -> descriptor_pb2.FileDescriptorProto:
+def _ours(module=broker_pb2) -> descriptor_pb2.FileDescriptorProto:
     fdp = descriptor_pb2.FileDescriptorProto()
-    broker_pb2.DESCRIPTOR.CopyToProto(fdp)
+    module.DESCRIPTOR.CopyToProto(fdp)
     return fdp
 
 
@@ -76,7 +79,11 @@ def _shape(fdp: descriptor_pb2.FileDescriptorProto) -> dict[str, object]:
     for s in fdp.service:
         for m in s.method:
             out[f"{fdp.package}.{s.name}/{m.name}"] = (
-                "method", m.input_type, m.output_type, m.client_streaming, m.server_streaming
+                "method",
+                m.input_type,
+                m.output_type,
+                m.client_streaming,
+                m.server_streaming,
             )
     return out
 
@@ -88,8 +95,31 @@ def test_our_broker_protocol_is_gazettes_on_the_wire(tmp_path: Path) -> None:
     differing = sorted(k for k in set(theirs) & set(ours) if theirs[k] != ours[k])
     extra = sorted(set(ours) - set(theirs) - LATER_ADDITIONS)
     assert not missing, f"Gazette {peer_version()} has these and ours does not: {missing}"
-    assert not differing, "these differ: " + "; ".join(f"{k}: Gazette {theirs[k]}, ours {ours[k]}" for k in differing)
-    assert not extra, f"ours has these beyond Gazette's protocol.Journal (put them in gazette_py.proto): {extra}"
+    assert not differing, "these differ: " + "; ".join(
+        f"{k}: Gazette {theirs[k]}, ours {ours[k]}" for k in differing
+    )
+    assert not extra, (
+        f"ours has these beyond Gazette's protocol.Journal (put them in gazette_py.proto): {extra}"
+    )
+
+
+@pytest.mark.parametrize(
+    "theirs, ours",
+    [
+        ("consumer/protocol/protocol.proto", shard_pb2),
+        ("consumer/recoverylog/recorded_op.proto", recoverylog_pb2),
+    ],
+)
+def test_our_shard_and_recoverylog_protocols_are_gazettes_on_the_wire(
+    tmp_path: Path, theirs: str, ours
+) -> None:
+    gazette_fdp, our_fdp = _gazette_descriptor(tmp_path, theirs), _ours(ours)
+    assert gazette_fdp.package == our_fdp.package
+    a, b = _shape(gazette_fdp), _shape(our_fdp)
+    assert a == b, (
+        f"missing {sorted(set(a) - set(b))}, extra {sorted(set(b) - set(a))}, differing "
+        + "; ".join(f"{k}: Gazette {a[k]}, ours {b[k]}" for k in sorted(set(a) & set(b)) if a[k] != b[k])
+    )
 
 
 def test_method_paths_are_gazettes_and_ours_live_apart() -> None:
