@@ -11,8 +11,11 @@ the store by either kind, holds exactly the journal's bytes of its [begin, end).
 
 from __future__ import annotations
 
+import base64
 import hashlib
+import json
 import time
+import urllib.request
 
 import grpc
 import pytest
@@ -28,10 +31,13 @@ from faults.harness import (
     wait_for_full_route,
 )
 from faults.workload import Workload, read_journal, verify
+from interop.conftest import gazctl_for
 
 import gazette
+from gazette.broker.resolver import decode_value
 from gazette.client.loop import default_loop
 from gazette.fragment.content import list_fragments, open_fragment
+from gazette.keyspace import layout
 from gazette.local import LocalCluster
 from gazette.protocol import broker_pb2 as pb
 from gazette.protocol import broker_pb2_grpc as pb_grpc
@@ -186,3 +192,47 @@ def test_flush_says_which_broker_lacks_it(gazette_bin, tmp_path) -> None:
                 via_gazette.flush(py_primary)
             assert "/gazette_py.Flusher/Flush is not implemented" in str(direct.value)
             assert "gazette_py.Flusher" in direct.value.message  # Gazette's own words name the service
+
+
+def _etcd_range(endpoint: str, prefix: str) -> list[tuple[str, bytes]]:
+    raw = prefix.encode()
+    body = json.dumps({"key": base64.b64encode(raw).decode(),
+                       "range_end": base64.b64encode(raw[:-1] + bytes([raw[-1] + 1])).decode()})  # fmt: skip
+    req = urllib.request.Request(f"{endpoint}/v3/kv/range", data=body.encode(), method="POST")
+    with urllib.request.build_opener(urllib.request.ProxyHandler({})).open(req, timeout=10) as resp:
+        kvs = json.loads(resp.read()).get("kvs", [])
+    return [(base64.b64decode(kv["key"]).decode(), base64.b64decode(kv.get("value", ""))) for kv in kvs]
+
+
+def test_etcd_values_written_by_gazette_brokers_decode_as_ours(gazette_cluster: LocalCluster, gazctl_bin, tmp_path) -> None:
+    """Every key a real Gazette cluster wrote under its root (members, a spec gazctl applied,
+    the allocator's assignments) is read by our KeySpace decoder to the same facts."""
+    cluster = gazette_cluster
+    journal = "interop/etcd/part-000"
+    spec_yaml = tmp_path / "j.yaml"
+    spec_yaml.write_text(f"name: {journal}\nreplication: 2\nlabels: [{{name: tier, value: gold}}]\n"
+                         f"fragment: {{length: 4096, compression_codec: GZIP, stores: ['{cluster.store}'], "
+                         "refresh_interval: 10s}\n")  # fmt: skip
+    gazctl_for(gazctl_bin, cluster, str(tmp_path))("journals", "apply", "--specs", str(spec_yaml))
+    cluster.wait_for_routes([journal])
+    decode = decode_value(cluster.root)
+    members, assignments, specs = {}, [], {}
+    for key, value in _etcd_range(cluster.etcd_endpoint, cluster.root + "/"):
+        decoded = decode(key, value)
+        if key.startswith(layout.members_prefix(cluster.root)):
+            members[key.rsplit("/", 1)[1]] = decoded
+        elif key.startswith(layout.assign_prefix(cluster.root)):
+            assignments.append((layout.parse_assignment_key(cluster.root, key), decoded))
+        else:
+            specs[decoded.name] = decoded
+    assert {f"{h.zone}#{h.suffix}": h.endpoint for h in cluster.brokers} == {
+        k: m.process_spec.endpoint for k, m in members.items()
+    }
+    spec = specs[journal]
+    assert (spec.replication, spec.labels.value_of("tier"), spec.fragment_length, spec.compression.name) == (
+        2, "gold", 4096, "GZIP"
+    )
+    mine = [(k, r) for k, r in assignments if k.item == journal]
+    assert len(mine) == 2 and sorted(k.slot for k, _ in mine) == [0, 1]
+    for _key, route in mine:  # each assignment's value is the route the primary announced
+        assert [m.suffix for m in route.members] == sorted(k.suffix for k, _ in mine)
