@@ -11,7 +11,9 @@ from __future__ import annotations
 import contextlib
 import os
 import shutil
+import subprocess
 import sys
+import warnings
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
@@ -22,6 +24,7 @@ from fragments_io.errors import (
     JavaNotFoundError,
     OptionError,
     SchemaMismatchError,
+    WorkerPythonError,
 )
 
 if TYPE_CHECKING:
@@ -34,6 +37,7 @@ __all__ = [
     "JavaNotFoundError",
     "OptionError",
     "SchemaMismatchError",
+    "WorkerPythonError",
     "check_java",
     "delta_foreach_batch",
     "read_committed",
@@ -115,9 +119,118 @@ def _gateway_launched_without_python_in_the_child() -> Iterator[None]:
 PUSHDOWN_CONF = "spark.sql.python.filterPushdown.enabled"
 
 
+# What the source's Python workers import, besides pyspark (which Spark puts on their path).
+WORKER_MODULES = (
+    "pyarrow",
+    "pandas",
+    "numpy",
+    "gazette",
+    "fragments_io.decode",
+    "fragments_io.committed",
+    "fragments_io.discovery",
+    "fragments_io.planning",
+)
+WORKER_CHECK_TIMEOUT_S = 60.0
+# Prints the interpreter's version, then one line per module it cannot import (Python 2 syntax too).
+_WORKER_PROBE = """\
+import sys
+print("%d.%d" % sys.version_info[:2])
+for name in sys.argv[1:]:
+    try:
+        __import__(name)
+    except Exception as err:
+        print("%s\t%s: %s" % (name, type(err).__name__, err))
+"""
+_workers_checked: set[tuple[str, str, str]] = set()  # (executable, PYTHONPATH, cwd) that passed
+
+
+def _worker_python(spark: SparkSession) -> tuple[str, str] | None:
+    """The Python that Spark's workers run for this session and where that choice came from; None
+    when it cannot be checked from here (a master whose workers run on other machines)."""
+    try:
+        sc = spark.sparkContext  # a classic session: its context fixed the workers' Python at start
+    except Exception:  # Spark Connect has no SparkContext
+        sc = None
+    python = getattr(sc, "pythonExec", None) if sc is not None else None
+    if python is not None:
+        master = str(sc.master)  # type: ignore[union-attr]
+        origin = "PYSPARK_PYTHON when the session started" if python != "python3" else "Spark's default"
+    else:
+        master = str(spark.conf.get("spark.master", "local[*]"))
+        configured = spark.conf.get("spark.pyspark.python", None)
+        if configured:
+            python, origin = str(configured), "the session's spark.pyspark.python"
+        elif os.environ.get("PYSPARK_PYTHON"):
+            python, origin = os.environ["PYSPARK_PYTHON"], "PYSPARK_PYTHON"
+        else:
+            python, origin = "python3", "Spark's default"
+    if not master.startswith("local"):
+        return None
+    return str(python), origin
+
+
+def _check_worker_python(spark: SparkSession) -> None:
+    """Fails with the fix when the Python that Spark's workers run cannot import the source (a
+    virtualenv that is not activated: workers run `python3` from PATH, not this interpreter).
+    A quick subprocess, run once per interpreter; skipped for non-local masters."""
+    found = _worker_python(spark)
+    if found is None:
+        return
+    python, origin = found
+    key = (python, os.environ.get("PYTHONPATH", ""), os.getcwd())
+    if key in _workers_checked:
+        return
+    fix = (
+        f"set PYSPARK_PYTHON={sys.executable} before Spark starts (in the shell, or "
+        'os.environ["PYSPARK_PYTHON"] = sys.executable before the first SparkSession; spark.stop() '
+        "a running one first), or make the session with fragments_io.spark_session()"
+    )
+    path = shutil.which(python)
+    resolved = f", that is {path}" if path is not None and path != python else ""
+    what = f"Spark's Python workers for this session run {python} ({origin}{resolved})"
+    if path is None:
+        raise WorkerPythonError(f"{what}, which is not an executable file or on PATH: {fix}")
+    try:
+        proc = subprocess.run(
+            [path, "-c", _WORKER_PROBE, *WORKER_MODULES],
+            stdin=subprocess.DEVNULL,
+            capture_output=True,
+            text=True,
+            timeout=WORKER_CHECK_TIMEOUT_S,
+        )
+    except subprocess.TimeoutExpired:
+        warnings.warn(
+            f"{what}; could not check within {WORKER_CHECK_TIMEOUT_S:.0f} s that it imports the "
+            "gazette source's modules",
+            RuntimeWarning,
+            stacklevel=3,
+        )
+        return
+    except OSError as err:
+        raise WorkerPythonError(f"{what}, which does not start ({err}): {fix}") from None
+    lines = proc.stdout.splitlines()
+    if proc.returncode != 0 or not lines:
+        last = (proc.stderr.strip().splitlines() or ["no output"])[-1]
+        raise WorkerPythonError(f"{what}, which fails to run a check ({last}): {fix}")
+    version, failures = lines[0], lines[1:]
+    if failures:
+        names = ", ".join(line.split("\t", 1)[0] for line in failures)
+        first = failures[0].split("\t", 1)[-1]
+        raise WorkerPythonError(f"{what}, which cannot import {names} ({first}): {fix}")
+    driver = f"{sys.version_info[0]}.{sys.version_info[1]}"
+    if version != driver:
+        raise WorkerPythonError(f"{what}, which is Python {version}; this driver is Python {driver}: {fix}")
+    _workers_checked.add(key)
+
+
 def register(spark: SparkSession) -> None:
     """Registers the `gazette` data source with this session (registration is per session) and
-    turns on Python filter pushdown, without which Spark refuses a reader that has pushFilters."""
+    turns on Python filter pushdown, without which Spark refuses a reader that has pushFilters.
+
+    First checks that the Python Spark's workers run (the session's PYSPARK_PYTHON, `python3` from
+    PATH by default) imports what the source needs, and raises WorkerPythonError naming that
+    interpreter and the fix otherwise (instead of `No module named 'pyarrow'` at the first query)."""
+    _check_worker_python(spark)
     from fragments_io.source import GazetteDataSource
 
     spark.dataSource.register(GazetteDataSource)

@@ -28,3 +28,8 @@ class SchemaMismatchError(FragmentsIOError):
 
 class JavaNotFoundError(FragmentsIOError, RuntimeError):
     """PySpark needs a Java runtime and none was found."""
+
+
+class WorkerPythonError(FragmentsIOError, RuntimeError):
+    """The Python that Spark's workers run cannot run the `gazette` source (a missing module, or
+    another Python version than the driver's)."""

@@ -1,11 +1,13 @@
 """The `%gazette` line magic and `%%gazette` cell magic: start a LocalCluster bound to the kernel
 (`up`/`down`/`status`) or attach to a running cluster (`connect BROKER[,BROKER] [--etcd URL]`, e.g.
 real Gazette brokers), then `journals`, `apply`, `append`, `publish`, `read`, `fragments`, `flush`,
-`shards` and `stat` from a cell.
+`shards` and `stat` from a cell. `current_cluster()` / `current_client()` hand them to code.
 
-Results are `Table`s (HTML in notebooks, plain text elsewhere); errors print as one readable line.
-`read --block` prints lines as they arrive (the read runs on the client's loop thread, so it works
-while the kernel's own loop runs) until `--timeout` seconds pass or the cell is interrupted.
+By IPython's conventions: results are `Table`s (pandas DataFrames with a title); a failed command
+raises `UsageError`, one line naming what was wrong, so the cell fails; `%gazette --help` and
+`%gazette COMMAND --help` print help made from the argument definitions below, which also make the
+docstring `%gazette?` shows. `read --block` prints lines as they arrive (the read runs on the
+client's loop thread, so it works while the kernel's own loop runs) until `--timeout` or an interrupt.
 """
 
 from __future__ import annotations
@@ -17,13 +19,15 @@ import dataclasses
 import html
 import queue
 import shlex
-import sys
 import threading
 import time
 from collections.abc import Sequence
 from typing import Any
 
 import orjson
+import pandas as pd
+import yaml
+from IPython.core.error import UsageError
 from IPython.core.magic import Magics, line_cell_magic, magics_class
 
 from gazette.client.sync import Client
@@ -46,88 +50,183 @@ COMMANDS = (
     "shards",
     "stat",
 )
+CELL_COMMANDS = ("append", "apply", "publish")  # the commands that take a `%%gazette` cell body
+# Errors of the user's input or of the cluster, shown as one UsageError line; others are bugs and
+# keep their traceback.
+USER_ERRORS = (GazetteError, ValueError, OSError, yaml.YAMLError)
 STAT_TIMEOUT_S = 30.0
 ROUTE_TIMEOUT_S = 60.0  # how long `apply` on a connected cluster waits for new journals' primaries
 ROUTE_POLL_S = 0.05
 BLOCK_POLL_S = 0.1  # a blocking read's printer wakes this often, so Ctrl-C (an interrupt) is seen
 
 
-class NotebookError(ValueError):
-    """A `%gazette` command was malformed or cannot run in the current state."""
+class NotebookError(UsageError, ValueError):
+    """A `%gazette` command was malformed or cannot run in the current state. A `UsageError`: the
+    magic re-raises it as one, which IPython shows as its one line, without a traceback."""
 
 
-class Table:
-    """Rows under named columns; renders as an HTML table in notebooks and as text elsewhere."""
+class Table(pd.DataFrame):
+    """A command's result: a pandas DataFrame whose `title` (for example the cluster's etcd and
+    store) heads its HTML and text views; `column(name)` is that column as a list. Derived frames
+    (`table[...]`, `table.head()`) are plain DataFrames."""
 
-    def __init__(self, columns: Sequence[str], rows: Sequence[Sequence[Any]], title: str = "") -> None:
-        self.columns = list(columns)
-        self.rows = [list(r) for r in rows]
-        self.title = title
+    _metadata = ["title"]
+    title: str = ""
 
     def column(self, name: str) -> list[Any]:
-        i = self.columns.index(name)
-        return [r[i] for r in self.rows]
+        return self[name].tolist()  # type: ignore[no-any-return]
 
-    def _repr_html_(self) -> str:
-        head = "".join(f"<th>{html.escape(str(c))}</th>" for c in self.columns)
-        body = "".join(
-            "<tr>" + "".join(f"<td>{html.escape(str(v))}</td>" for v in row) + "</tr>" for row in self.rows
+    def _repr_html_(self) -> str:  # type: ignore[override]
+        table = self.to_html(
+            index=False,
+            classes="gazette-table",
+            border=0,
+            max_rows=pd.get_option("display.max_rows"),
+            max_cols=pd.get_option("display.max_columns"),
         )
-        caption = f"<caption>{html.escape(self.title)}</caption>" if self.title else ""
-        return f'<table class="gazette-table">{caption}<thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>'
+        if not self.title:
+            return table
+        head, rest = table.split(">", 1)  # after the opening <table ...> tag
+        return f"{head}>\n  <caption>{html.escape(self.title)}</caption>{rest}"
 
     def __repr__(self) -> str:
-        cells = [self.columns] + [[str(v) for v in r] for r in self.rows]
-        widths = [max(len(str(row[i])) for row in cells) for i in range(len(self.columns))]
-        lines = [
-            "  ".join(str(v).ljust(w) for v, w in zip(row, widths, strict=True)).rstrip() for row in cells
-        ]
-        if self.title:
-            lines.insert(0, self.title)
-        return "\n".join(lines)
+        if self.empty:
+            text = "  ".join(str(c) for c in self.columns) + "\n(no rows)"
+        else:
+            text = self.to_string(
+                index=False,
+                max_rows=pd.get_option("display.max_rows"),
+                min_rows=pd.get_option("display.min_rows"),
+                max_colwidth=pd.get_option("display.max_colwidth"),
+            )
+        return f"{self.title}\n{text}" if self.title else text
+
+
+def _table(columns: Sequence[str], rows: Sequence[Sequence[Any]], title: str = "") -> Table:
+    table = Table([list(r) for r in rows], columns=list(columns))
+    table.title = title
+    return table
+
+
+class _HelpShown(Exception):
+    """argparse printed a help text and asked to exit."""
 
 
 class _Parser(argparse.ArgumentParser):
     def error(self, message: str) -> Any:  # type: ignore[override]
-        raise NotebookError(f"%gazette {self.prog.split()[-1]}: {message}")
+        raise NotebookError(f"{self.prog}: {message}")
 
     def exit(self, status: int = 0, message: str | None = None) -> Any:  # type: ignore[override]
-        raise NotebookError(message or f"%gazette {self.prog}: exited")
+        if status == 0:
+            raise _HelpShown
+        raise NotebookError(f"{self.prog}: {(message or 'failed').strip()}")
 
 
-def _parser(command: str) -> _Parser:
-    p = _Parser(prog=f"gazette {command}", add_help=False)
-    if command == "up":
-        p.add_argument("--brokers", type=int, default=1)
-        p.add_argument("--mode", choices=("inprocess", "subprocess"), default="inprocess")
-        p.add_argument("--store", default=None)
-    elif command == "connect":
-        p.add_argument("broker")
-        p.add_argument("--etcd", default=None)
-    elif command == "journals":
-        p.add_argument("selector", nargs="?", default=None)
-    elif command == "append":
-        p.add_argument("journal")
-        p.add_argument("text", nargs="?", default=None)
-    elif command == "read":
-        p.add_argument("journal")
-        p.add_argument("--offset", type=int, default=0)
-        p.add_argument("--tail", type=int, default=None)
-        p.add_argument("--committed", action="store_true")
-        p.add_argument("--block", action="store_true")
-        p.add_argument("--timeout", type=float, default=None)
-    elif command in ("fragments", "flush"):
-        p.add_argument("journal")
-    elif command == "shards":
-        p.add_argument("selector", nargs="?", default=None)
-        p.add_argument("--root", default=None)
-    elif command == "stat":
-        p.add_argument("shard")
-        p.add_argument("--root", default=None)
-    elif command == "publish":
-        p.add_argument("journal")
-        p.add_argument("json", nargs="?", default=None)
-    return p
+# Help strings are %-formatted by argparse: a literal percent sign is written %%.
+_INTRO = """\
+A Gazette cluster from a notebook: `%gazette up` starts a LocalCluster bound to this kernel (or
+`%gazette connect BROKER` attaches to a running one); the other commands work on that cluster.
+`%%gazette append|apply|publish ...` takes its data from the cell body. Results are pandas
+DataFrames; a failed command raises UsageError with one line, so the cell fails. In code, use
+gazette.notebook.current_cluster() and current_client()."""
+
+
+def _build_parser() -> tuple[_Parser, dict[str, _Parser]]:
+    """The `%gazette` parser and its commands' parsers (the help and the docstring come from them)."""
+    top = _Parser(
+        prog="%gazette",
+        description=_INTRO,
+        epilog="`%gazette COMMAND --help` shows one command's arguments.",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    commands = top.add_subparsers(dest="command", metavar="COMMAND", title="commands", required=True)
+
+    def command(name: str, summary: str, details: str = "") -> _Parser:
+        return commands.add_parser(  # type: ignore[no-any-return]
+            name, help=summary, description=f"{summary}. {details}".strip()
+        )
+
+    p = command("up", "start a LocalCluster bound to this kernel", "`down` or the kernel's exit stops it.")
+    p.add_argument("--brokers", type=int, default=1, metavar="N", help="how many brokers (default 1)")
+    p.add_argument(
+        "--mode",
+        choices=("inprocess", "subprocess"),
+        default="inprocess",
+        help="brokers in this process or in subprocesses (default inprocess)",
+    )
+    p.add_argument(
+        "--store", default=None, metavar="URL", help="fragment store (default: file:// under a temp dir)"
+    )
+    p = command(
+        "connect",
+        "attach to a running cluster (for example real Gazette brokers)",
+        "The brokers must answer a listing, so a wrong address fails here; `down` detaches.",
+    )
+    p.add_argument("broker", help="BROKER[,BROKER...]: broker endpoints, tried in turn")
+    p.add_argument("--etcd", default=None, metavar="URL", help="its etcd, for `shards/stat --root`")
+    command("down", "stop the cluster started by `up`, or detach from the cluster of `connect`")
+    command("status", "the cluster's brokers (or the endpoints connected to)")
+    p = command("journals", "list journals with their routes and labels")
+    p.add_argument("selector", nargs="?", default=None, help="label selector, e.g. prefix=examples/")
+    p = command(
+        "apply",
+        "upsert or delete the journals of gazctl-style YAML in the cell body",
+        "Cell magic only; waits until upserted journals have a primary.",
+    )
+    p = command(
+        "append",
+        "append TEXT, or the cell body (one atomic append), to a journal",
+        "A final newline is added when missing.",
+    )
+    p.add_argument("journal")
+    p.add_argument("text", nargs="?", default=None, help="the line magic's data")
+    p = command("read", "read a journal's lines (or, with --committed, its committed messages)")
+    p.add_argument("journal")
+    p.add_argument(
+        "--offset", type=int, default=0, metavar="N", help="the byte offset to start at (default 0)"
+    )
+    p.add_argument("--tail", type=int, default=None, metavar="N", help="only the last N rows")
+    p.add_argument("--committed", action="store_true", help="committed messages only, without ACKs")
+    p.add_argument("--block", action="store_true", help="print lines as they arrive, until --timeout")
+    p.add_argument("--timeout", type=float, default=None, metavar="S", help="how long --block waits")
+    p = command("fragments", "list a journal's fragments, spooled and persisted")
+    p.add_argument("journal")
+    p = command(
+        "publish",
+        "publish committed JSON messages to a journal",
+        "One message as JSON, or one per line of the cell body.",
+    )
+    p.add_argument("journal")
+    p.add_argument("json", nargs="?", default=None, help="the line magic's message")
+    p = command("flush", "roll a journal's spool and wait until its fragment is persisted")
+    p.add_argument("journal")
+    p = command("shards", "list consumer shards and their replicas' status")
+    p.add_argument("selector", nargs="?", default=None, help="label selector")
+    p.add_argument("--root", default=None, help="the consumers' etcd root (default: this kernel's consumers)")
+    p = command("stat", "a shard's read-through offsets")
+    p.add_argument("shard")
+    p.add_argument("--root", default=None, help="the consumers' etcd root (default: this kernel's consumers)")
+    return top, dict(commands.choices)  # type: ignore[arg-type]
+
+
+_PARSER, _COMMAND_PARSERS = _build_parser()
+assert tuple(_COMMAND_PARSERS) == COMMANDS
+
+
+def _magic_doc() -> str:
+    """`%gazette?`: the same words as `--help`, with every command's usage."""
+    lines = [
+        "%gazette COMMAND [ARGS]  /  %%gazette COMMAND [ARGS] + cell body",
+        "",
+        _INTRO,
+        "",
+        "Commands:",
+    ]
+    for parser in _COMMAND_PARSERS.values():
+        usage = " ".join(parser.format_usage().split()).removeprefix("usage: ").replace(" [-h]", "")
+        lines += [f"  {usage}", f"      {parser.description}"]
+    lines += ["", "`%gazette --help` and `%gazette COMMAND --help` print argparse's help."]
+    return "\n".join(lines)
 
 
 @magics_class
@@ -143,27 +242,39 @@ class GazetteMagics(Magics):
     # --- entry point ------------------------------------------------------------------------------
     @line_cell_magic
     def gazette(self, line: str, cell: str | None = None) -> Any:
+        # The docstring `%gazette?` shows is made from the argument definitions (_magic_doc).
         try:
             return self.run(line, cell)
-        except (GazetteError, NotebookError, ValueError, OSError) as err:
-            print(f"gazette: {err}", file=sys.stderr)
-            return None
+        except NotebookError as err:  # IPython shows exactly UsageError (not subclasses) as one line
+            raise UsageError(str(err)) from None
+        except USER_ERRORS as err:
+            raise UsageError(_one_line(line, err)) from None
 
     def run(self, line: str, cell: str | None = None) -> Any:
-        """Runs one command and returns its result; raises instead of printing (for code and tests)."""
+        """Runs one command and returns its result (None after printing a help text); raises the
+        command's own errors, NotebookError or the client's (for code and tests)."""
         try:
             words = shlex.split(line)
         except ValueError as err:
             raise NotebookError(f"%gazette {line!r}: {err}") from None
         if not words:
-            raise NotebookError(f"%gazette needs a command, one of {', '.join(COMMANDS)}")
-        command, args = words[0], words[1:]
-        if command not in COMMANDS:
+            raise NotebookError(
+                f"%gazette needs a command, one of {', '.join(COMMANDS)} (see %gazette --help)"
+            )
+        command = words[0]
+        if not command.startswith("-") and command not in COMMANDS:
             raise NotebookError(
                 f'%gazette command "{command}" is not known (expected one of {", ".join(COMMANDS)})'
             )
-        ns = _parser(command).parse_args(args)
-        method = getattr(self, f"_cmd_{command}")
+        try:
+            ns = _PARSER.parse_args(words)
+        except _HelpShown:
+            return None
+        if cell is not None and cell.strip() and ns.command not in CELL_COMMANDS:
+            raise NotebookError(
+                f"%%gazette {ns.command} takes no cell body (only {', '.join(CELL_COMMANDS)} do)"
+            )
+        method = getattr(self, f"_cmd_{ns.command}")
         return method(ns, cell)
 
     # --- state ------------------------------------------------------------------------------------
@@ -245,7 +356,7 @@ class GazetteMagics(Magics):
         title = f"etcd {self.connected.etcd or '(not given)'}"
         if journals is not None:
             title += f", {journals} journal(s)"
-        return Table(["endpoint", "state"], rows, title=title)
+        return _table(["endpoint", "state"], rows, title=title)
 
     def _cmd_down(self, ns: argparse.Namespace, cell: str | None) -> str:
         if self.cluster is None and self.connected is not None:
@@ -266,7 +377,7 @@ class GazetteMagics(Magics):
             [h.index, h.endpoint, h.zone, "running" if h.running else "stopped"] for h in self.cluster.brokers
         ]
         title = f"etcd {self.cluster.etcd_endpoint}, store {self.cluster.store}"
-        return Table(["broker", "endpoint", "zone", "state"], rows, title=title)
+        return _table(["broker", "endpoint", "zone", "state"], rows, title=title)
 
     def _cmd_journals(self, ns: argparse.Namespace, cell: str | None) -> Table:
         rows = []
@@ -275,7 +386,7 @@ class GazetteMagics(Magics):
             primary = route.primary_id[1] if route.primary_id is not None else "-"
             members = ",".join(suffix for _zone, suffix in route.members)
             rows.append([info.spec.name, info.spec.replication, primary, members, _labels(info.spec)])
-        return Table(["journal", "replication", "primary", "members", "labels"], rows)
+        return _table(["journal", "replication", "primary", "members", "labels"], rows)
 
     def _cmd_apply(self, ns: argparse.Namespace, cell: str | None) -> Table:
         """`%%gazette apply` with gazctl-style YAML in the cell; specs naming no store persist to the
@@ -297,7 +408,7 @@ class GazetteMagics(Magics):
         elif upserted and self.connected is not None and self._client is None:
             _wait_for_primaries(self.connected, upserted)
         rows = [[ch.spec.name, "delete" if ch.delete else "upsert"] for ch in changes]
-        return Table(["journal", "change"], rows)
+        return _table(["journal", "change"], rows)
 
     def _cmd_append(self, ns: argparse.Namespace, cell: str | None) -> Table:
         if cell is not None and ns.text is not None:
@@ -309,7 +420,7 @@ class GazetteMagics(Magics):
         if not data.endswith(b"\n"):
             data += b"\n"
         res = self.client.append(ns.journal, data)
-        return Table(["journal", "begin", "end", "sha1"], [[res.journal, res.begin, res.end, res.sha1]])
+        return _table(["journal", "begin", "end", "sha1"], [[res.journal, res.begin, res.end, res.sha1]])
 
     def _cmd_publish(self, ns: argparse.Namespace, cell: str | None) -> Table:
         from gazette.message.publisher import Publisher
@@ -331,7 +442,7 @@ class GazetteMagics(Magics):
             futures = [pub.publish_committed(ns.journal, m) for m in messages]
             pub.flush()
         ends = [f.result().end for f in futures]
-        return Table(["journal", "messages", "end"], [[ns.journal, len(messages), max(ends, default=0)]])
+        return _table(["journal", "messages", "end"], [[ns.journal, len(messages), max(ends, default=0)]])
 
     def _cmd_read(self, ns: argparse.Namespace, cell: str | None) -> Table | str:
         if ns.offset < 0:
@@ -352,7 +463,7 @@ class GazetteMagics(Magics):
                     rows.append([env.begin, str(env.uuid), orjson.dumps(_strip_meta(env.message)).decode()])
                     if ns.tail is not None:
                         rows = rows[-ns.tail :]
-            return Table(["offset", "uuid", "message"], rows)
+            return _table(["offset", "uuid", "message"], rows)
         data = self.client.read_all(ns.journal, ns.offset)
         rows, at = [], ns.offset
         for line in data.splitlines(keepends=True):
@@ -360,7 +471,7 @@ class GazetteMagics(Magics):
             at += len(line)
         if ns.tail is not None:
             rows = rows[-ns.tail :]
-        return Table(["offset", "content"], rows)
+        return _table(["offset", "content"], rows)
 
     def _read_blocking(self, ns: argparse.Namespace) -> str:
         """Prints each line of `ns.journal` from `ns.offset` as it is appended, until `ns.timeout`
@@ -402,29 +513,29 @@ class GazetteMagics(Magics):
 
     def _cmd_fragments(self, ns: argparse.Namespace, cell: str | None) -> Table:
         rows = [
-            [f.begin, f.end, f.codec.name, f.store_url or "(spooled)", f.mod_time, f.sha1]
+            [f.begin, f.end, f.codec.name, f.store_url or "(spooled)", _mod_time(f.mod_time), f.sha1]
             for f in self.client.list_fragments(ns.journal)
         ]
-        return Table(["begin", "end", "codec", "store", "mod_time", "sha1"], rows)
+        return _table(["begin", "end", "codec", "store", "mod_time", "sha1"], rows)
 
     def _cmd_shards(self, ns: argparse.Namespace, cell: str | None) -> Table:
         rows = []
         for info in self.shard_client(ns.root).list_shards(ns.selector):
             replicas = " ".join(f"{r.suffix}:{r.status.code.name}" for r in info.replicas)
             rows.append([info.spec.id, ",".join(s.journal for s in info.spec.sources), replicas or "-"])
-        return Table(["shard", "sources", "replicas"], rows)
+        return _table(["shard", "sources", "replicas"], rows)
 
     def _cmd_stat(self, ns: argparse.Namespace, cell: str | None) -> Table:
         stat = self.shard_client(ns.root).stat_shard(ns.shard, timeout=STAT_TIMEOUT_S)
         rows = [[j, o, stat.publish_at.get(j, "")] for j, o in sorted(stat.read_through.items())]
-        return Table(
+        return _table(
             ["journal", "read through", "publish at"], rows, title=f"{stat.shard} at {stat.member[1]}"
         )
 
     def _cmd_flush(self, ns: argparse.Namespace, cell: str | None) -> Table:
         frag = self.client.flush(ns.journal)
         rows = [] if frag is None else [[frag.begin, frag.end, frag.store_url]]
-        return Table(["begin", "end", "store"], rows)
+        return _table(["begin", "end", "store"], rows)
 
 
 @dataclasses.dataclass
@@ -477,6 +588,18 @@ def _labels(spec: Any) -> str:
     return "" if labels is None else ",".join(f"{k}={v}" for k, v in labels)
 
 
+def _mod_time(unix_s: int) -> pd.Timestamp | None:
+    """A fragment's persistence time (None while it is only spooled: Gazette's mod_time 0)."""
+    return pd.Timestamp(unix_s, unit="s", tz="UTC") if unix_s else None
+
+
+def _one_line(line: str, err: BaseException) -> str:
+    """`err` as the one line of a UsageError, naming the command and the error's class."""
+    text = " ".join(part.strip() for part in str(err).splitlines() if part.strip()) or repr(err)
+    command = line.split(None, 1)[0] if line.strip() else ""
+    return f"%gazette {command}: {type(err).__name__}: {text}"
+
+
 def _strip_meta(message: Any) -> Any:
     if isinstance(message, dict) and "_meta" in message:
         return {k: v for k, v in message.items() if k != "_meta"}
@@ -501,6 +624,40 @@ def _at_exit(fn: Any) -> None:
         atexit.register(fn)
 
 
+def _loaded() -> GazetteMagics:
+    """The magics registered in the running IPython kernel."""
+    from IPython import get_ipython
+
+    shell = get_ipython()
+    magics = None if shell is None else shell.magics_manager.registry.get(GazetteMagics.__name__)
+    if magics is None:
+        raise NotebookError("the %gazette magics are not loaded here: run `%load_ext gazette` first")
+    return magics  # type: ignore[no-any-return]
+
+
+def current_cluster() -> LocalCluster:
+    """The LocalCluster that `%gazette up` started in this kernel, for code in the notebook's cells
+    (`cluster.client()`, `cluster.journal_spec(...)`, `cluster.run_consumer(...)`). Raises
+    NotebookError when none is up (after `%gazette connect`, use `current_client()`)."""
+    magics = _loaded()
+    if magics.cluster is None:
+        if magics.connected is not None:
+            raise NotebookError(
+                f"no LocalCluster here: `%gazette connect` attached to {magics.connected.broker}; "
+                "use gazette.notebook.current_client()"
+            )
+        raise NotebookError("no LocalCluster here: run `%gazette up` first")
+    return magics.cluster
+
+
+def current_client() -> Client:
+    """The client the `%gazette` commands use: the `up` cluster's or the `connect`ed one's."""
+    return _loaded().client
+
+
 def load_ipython_extension(ipython: Any) -> None:
     """`%load_ext gazette.notebook`: registers the `%gazette` / `%%gazette` magics."""
     ipython.register_magics(GazetteMagics(ipython))
+
+
+GazetteMagics.gazette.__doc__ = _magic_doc()

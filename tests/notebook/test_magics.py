@@ -11,7 +11,9 @@ import threading
 import time
 
 import orjson
+import pandas as pd
 import pytest
+from IPython.core.error import UsageError
 
 from gazette.message import Publisher
 from gazette.notebook import NotebookError, Table
@@ -19,7 +21,7 @@ from gazette.notebook import NotebookError, Table
 
 def test_status_lists_running_brokers(magics) -> None:
     status = magics.run("status")
-    assert isinstance(status, Table)
+    assert isinstance(status, Table) and isinstance(status, pd.DataFrame)
     assert status.column("state") == ["running"]
     assert magics.cluster.etcd_endpoint in repr(status)
 
@@ -67,6 +69,9 @@ def test_fragments_and_flush_persist(magics, journal) -> None:
     assert flushed.column("end") == [2]
     after = magics.run(f"fragments {journal}")
     assert after.column("store") == [magics.cluster.store]
+    assert before.column("mod_time") == [None]  # only spooled: no persistence time yet
+    (persisted_at,) = after.column("mod_time")
+    assert isinstance(persisted_at, pd.Timestamp) and str(persisted_at.tz) == "UTC"
 
 
 @pytest.mark.parametrize(
@@ -88,23 +93,46 @@ def test_fragments_and_flush_persist(magics, journal) -> None:
         ("read tests/x --block --committed", "takes --offset, not --committed or --tail"),
     ],
 )
-def test_bad_commands_raise_named_errors(magics, line, needle) -> None:
+def test_bad_commands_raise_named_errors(shell, magics, line, needle, capsys) -> None:
     with pytest.raises(NotebookError, match=None) as info:
         magics.run(line)
     assert needle in str(info.value)
+    failed = _run_failing_cell(shell, f"%gazette {line}", capsys)  # the magic fails its cell
+    assert needle in failed
 
 
-def test_errors_print_one_line_without_traceback(shell, magics, capsys) -> None:
-    assert shell.run_line_magic("gazette", "read tests/notebook/missing-journal") is None
-    err = capsys.readouterr().err
-    assert err.startswith("gazette: ")
-    assert "JOURNAL_NOT_FOUND" in err
-    assert err.count("\n") == 1 and "Traceback" not in err
+def _run_failing_cell(shell, source: str, capsys) -> str:
+    """Runs `source` as a cell that must fail with one UsageError line and no traceback (as IPython
+    shows a magic's usage errors); returns that line."""
+    capsys.readouterr()
+    result = shell.run_cell(source)
+    assert not result.success
+    assert type(result.error_in_exec) is UsageError  # exactly: IPython tracebacks its subclasses
+    captured = capsys.readouterr()
+    assert "Traceback" not in captured.err + captured.out
+    assert captured.err.startswith("UsageError: ") and captured.err.count("\n") == 1, captured.err
+    return captured.err
+
+
+def test_errors_fail_the_cell_with_one_line(shell, magics, capsys) -> None:
+    err = _run_failing_cell(shell, "%gazette read tests/notebook/missing-journal", capsys)
+    assert err.startswith("UsageError: %gazette read: GazetteError: JOURNAL_NOT_FOUND")
+    with pytest.raises(UsageError, match="JOURNAL_NOT_FOUND"):
+        shell.run_line_magic("gazette", "read tests/notebook/missing-journal")
 
 
 def test_cell_append_refuses_a_text_argument(shell, magics, journal, capsys) -> None:
-    assert shell.run_cell_magic("gazette", f"append {journal} extra", "body") is None
-    assert "cell body" in capsys.readouterr().err
+    assert "cell body" in _run_failing_cell(shell, f"%%gazette append {journal} extra\nbody", capsys)
+
+
+def test_cell_body_is_refused_where_a_command_takes_none(shell, magics, capsys) -> None:
+    err = _run_failing_cell(shell, "%%gazette journals\nprefix=x/", capsys)
+    assert "%%gazette journals takes no cell body" in err
+
+
+def test_bad_cell_yaml_fails_the_cell(shell, magics, capsys) -> None:
+    err = _run_failing_cell(shell, "%%gazette apply\nname: [unclosed", capsys)
+    assert err.startswith("UsageError: %gazette apply: ")
 
 
 def test_cell_apply_creates_routed_journals_on_the_clusters_store(shell, magics) -> None:
@@ -194,8 +222,6 @@ def test_blocking_read_stops_cleanly_on_an_interrupt(magics, journal, monkeypatc
     assert summary.startswith(f"{journal}: 2 line(s) from offset 0 to 4; interrupted after ")
 
 
-def test_blocking_read_errors_print_one_line(shell, magics, capsys) -> None:
-    assert shell.run_line_magic("gazette", "read tests/notebook/missing-journal --block --timeout 5") is None
-    err = capsys.readouterr().err
-    assert err.startswith("gazette: ") and "JOURNAL_NOT_FOUND" in err
-    assert err.count("\n") == 1 and "Traceback" not in err
+def test_blocking_read_errors_fail_the_cell_with_one_line(shell, magics, capsys) -> None:
+    err = _run_failing_cell(shell, "%gazette read tests/notebook/missing-journal --block --timeout 5", capsys)
+    assert "JOURNAL_NOT_FOUND" in err

@@ -4,6 +4,7 @@ instance's `%gazette up`; tests/interop/test_py_on_gazette.py attaches to real G
 from __future__ import annotations
 
 import pytest
+from IPython.core.error import UsageError
 
 from gazette.notebook import GazetteMagics, NotebookError
 from gazette.protocol.errors import GazetteError
@@ -47,6 +48,11 @@ def test_connect_applies_and_waits_for_a_primary(attached, magics) -> None:
 def test_connect_refusals_leave_the_state_alone(attached, magics) -> None:
     with pytest.raises(GazetteError, match="UNAVAILABLE"):
         attached.run("connect http://127.0.0.1:1")  # nothing answers: not connected
+    assert attached.connected is None
+    with pytest.raises(UsageError) as info:  # as a magic: the cell fails with one line
+        attached.gazette("connect http://127.0.0.1:1")
+    assert type(info.value) is UsageError and "\n" not in str(info.value)
+    assert str(info.value).startswith("%gazette connect: ") and "UNAVAILABLE" in str(info.value)
     assert attached.connected is None
     with pytest.raises(NotebookError, match="the following arguments are required: broker"):
         attached.run("connect")
