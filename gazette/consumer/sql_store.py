@@ -1,16 +1,32 @@
 """SQLStore: application tables and the shard checkpoint in one SQL transaction, fenced (reference 7.6).
 
-Table `gazette_checkpoints(shard_fqn TEXT PRIMARY KEY, fence INTEGER, checkpoint BLOB)` (BIGINT, BYTEA
-on PostgreSQL) holds each shard's checkpoint as ConsumerCheckpoint JSON. Restoring bumps the fence; a
-commit updates the checkpoint only where the fence is still the one it restored, so a deposed primary
-(a zombie) fails with FencingError and its transaction rolls back. One store, two dialects: sqlite3 (a
-path or sqlite:// URL) and PostgreSQL via psycopg 3 (postgresql:// URL); the connection is used only
-from the shard's worker thread (where the Application's methods run).
+The checkpoint table is Gazette's SQLStore's, read and written the same way, so one database serves
+a Go consumer and this one alike (either can restore what the other committed)::
+
+    CREATE TABLE gazette_checkpoints (
+      shard_fqn  TEXT    PRIMARY KEY NOT NULL,
+      fence      INTEGER NOT NULL,
+      checkpoint BLOB    NOT NULL      -- BYTEA on PostgreSQL
+    );
+
+`checkpoint` holds the marshaled `consumer.Checkpoint` protobuf (`ConsumerCheckpoint.to_bytes`; an
+empty checkpoint is zero bytes). Restoring bumps the fence, or creates the shard's row at fence 1 with
+the empty checkpoint, and reads the checkpoint, in one transaction; a commit updates the checkpoint
+only where the fence is still the one it restored, so a deposed primary (a zombie) fails with
+FencingError and its transaction rolls back. A checkpoint written by gazette-py before it adopted
+Gazette's encoding (ConsumerCheckpoint JSON, whose first byte `{` no Gazette checkpoint begins with)
+is migrated by the restore: rewritten as protobuf in the transaction that moves the fence. Anything
+else that does not decode is refused with a ValidationError, and the fence is left as it was.
+
+One store, two dialects: sqlite3 (a path or sqlite:// URL) and PostgreSQL via psycopg 3
+(postgresql:// URL); the connection is used only from the shard's worker thread (where the
+Application's methods run).
 """
 
 from __future__ import annotations
 
 import concurrent.futures
+import logging
 import re
 import sqlite3
 import time
@@ -22,14 +38,19 @@ from gazette.consumer.store import ConsumerCheckpoint, FencingError, Store, wait
 from gazette.protocol.errors import GazetteError, ValidationError
 from gazette.protocol.status import Status
 
+log = logging.getLogger(__name__)
+
 SQLITE_BUSY_TIMEOUT_S = 60.0  # a new primary waits this long for a deposed one's open transaction
 POSTGRES_CONNECT_TIMEOUT_S = 10  # unless the URL sets connect_timeout
 POSTGRES_SCHEMA_LOCK_KEY = 0x6761_7A65_7474_65  # pg_advisory_xact_lock key serializing setup_schema
+# Gazette restores with UPDATE fence=fence+1, then SELECT fence, checkpoint, then (no row yet) an
+# INSERT at fence 1, in one transaction. One upsert does the same, and also when stores race to
+# create a shard's row (Gazette's second INSERT fails on the primary key there).
 _RESTORE = (  # bump the fence, or create the row at fence 1 (reference 7.6), in one statement
     "INSERT INTO gazette_checkpoints (shard_fqn, fence, checkpoint) VALUES (?, 1, ?) "
     "ON CONFLICT (shard_fqn) DO UPDATE SET fence = gazette_checkpoints.fence + 1 RETURNING fence, checkpoint"
 )
-_COMMIT = "UPDATE gazette_checkpoints SET checkpoint = ? WHERE shard_fqn = ? AND fence = ?"
+_COMMIT = "UPDATE gazette_checkpoints SET checkpoint = ? WHERE shard_fqn = ? AND fence = ?"  # as Gazette's
 _FENCE = "SELECT fence FROM gazette_checkpoints WHERE shard_fqn = ?"
 
 SQLConnection = Any  # sqlite3.Connection or psycopg.Connection: each driver's own API
@@ -157,7 +178,7 @@ class _PostgresDialect:
     name = "postgresql"
     checkpoints_ddl = (
         "CREATE TABLE IF NOT EXISTS gazette_checkpoints "
-        "(shard_fqn TEXT PRIMARY KEY NOT NULL, fence BIGINT NOT NULL, checkpoint BYTEA NOT NULL)"
+        "(shard_fqn TEXT PRIMARY KEY NOT NULL, fence INTEGER NOT NULL, checkpoint BYTEA NOT NULL)"
     )
     begin_schema = "BEGIN"
     # Concurrent CREATE TABLE IF NOT EXISTS of one table can fail on PostgreSQL's catalog: serialize.
@@ -307,12 +328,54 @@ class SQLStore(Store):
     # ---- Store
 
     def restore_checkpoint(self, shard: Any) -> ConsumerCheckpoint:
+        """Moves the fence and reads the checkpoint in one transaction (see the module docstring). A
+        stored value not in the protobuf form this store writes (gazette-py's earlier JSON, or Gazette's
+        own map order) is rewritten in that transaction. Raises ValidationError, rolling back and
+        leaving the fence unmoved, for a value that is neither a consumer.Checkpoint nor that JSON."""
         self._rollback()
-        initial = ConsumerCheckpoint().to_json()
-        # fetchall: sqlite commits a RETURNING statement only once all its rows are read.
-        [(fence, raw)] = self._run(_RESTORE, (self.shard_fqn, initial)).fetchall()
+        conn = self.transaction()
+        try:
+            # fetchall: sqlite finishes a RETURNING statement only once all its rows are read.
+            [(fence, raw)] = self._run(_RESTORE, (self.shard_fqn, ConsumerCheckpoint().to_bytes())).fetchall()
+            checkpoint = self._decode(raw, int(fence))
+            encoded = checkpoint.to_bytes()
+            if raw != encoded:
+                self._run(_COMMIT, (encoded, self.shard_fqn, int(fence)))
+            conn.execute("COMMIT")
+        except BaseException:
+            self._rollback()
+            raise
         self.fence = int(fence)
-        return ConsumerCheckpoint.from_json(bytes(raw) if isinstance(raw, memoryview) else raw)
+        return checkpoint
+
+    def _decode(self, raw: Any, fence: int) -> ConsumerCheckpoint:
+        """The checkpoint of a `gazette_checkpoints.checkpoint` value: protobuf, or gazette-py's
+        earlier JSON (which begins with `{`: a Gazette checkpoint begins with field 1 or 2's tag)."""
+        where = f"gazette_checkpoints.checkpoint of shard {self.shard_fqn}"
+        if isinstance(raw, str):  # sqlite keeps what it was given, TEXT included, in a BLOB column
+            raw = raw.encode()
+        if not isinstance(raw, bytes | bytearray | memoryview):
+            raise ValidationError(f"{where} is {raw!r:.60} ({type(raw).__name__}), expected protobuf bytes")
+        raw = bytes(raw)
+        if not raw.startswith(b"{"):
+            try:
+                return ConsumerCheckpoint.from_bytes(raw, where)
+            except ValidationError as exc:
+                raise ValidationError(f"{exc} (restore refused: the fence stays at {fence - 1})") from None
+        try:
+            checkpoint = ConsumerCheckpoint.from_json(raw)
+        except ValidationError as exc:
+            raise ValidationError(
+                f"{where} begins with '{{' like gazette-py's earlier JSON checkpoint but is not one ({exc}); "
+                f"restore refused: the fence stays at {fence - 1}"
+            ) from None
+        log.info(
+            "shard %s: migrating its checkpoint in gazette_checkpoints from gazette-py's JSON to Gazette's "
+            "consumer.Checkpoint protobuf (fence %d)",
+            self.shard_fqn,
+            fence,
+        )
+        return checkpoint
 
     def start_commit(
         self, shard: Any, checkpoint: ConsumerCheckpoint, wait_for: Iterable[concurrent.futures.Future]
@@ -333,7 +396,7 @@ class SQLStore(Store):
         conn = self.transaction()
         try:
             wait_all(wait_for, f"commit of shard {self.shard_fqn}")
-            updated = self._run(_COMMIT, (checkpoint.to_json(), self.shard_fqn, self.fence)).rowcount
+            updated = self._run(_COMMIT, (checkpoint.to_bytes(), self.shard_fqn, self.fence)).rowcount
             if updated != 1:
                 raise FencingError(
                     f"commit of shard {self.shard_fqn} refused: the checkpoint fence is no longer {self.fence} "

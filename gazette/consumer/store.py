@@ -17,8 +17,10 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 import orjson
+from google.protobuf.message import DecodeError
 
 from gazette.message.checkpoint import Checkpoint
+from gazette.protocol import shard_pb2
 from gazette.protocol.errors import GazetteError, ValidationError
 from gazette.protocol.status import Status
 
@@ -35,7 +37,12 @@ class ConsumerCheckpoint:
     """Read-through offsets and producer states of the shard's Sequencer, and the framed ACK intents
     to append once the transaction that produced them has committed.
 
-    JSON form: `{"sequencer": Checkpoint.to_dict(), "ack_intents": {journal: base64 bytes}}`.
+    Stored form (every store): Gazette's `consumer.Checkpoint` protobuf, so stores are shared with
+    Go consumers. `to_proto`/`from_proto` convert (the sequencer part as `Checkpoint.to_proto`
+    does; ack_intents map journal to the intent's bytes as they are), `to_bytes`/`from_bytes`
+    marshal it. JSON form, for views only (Inspect, `gazette shards inspect`) and gazette-py's
+    stores before they adopted Gazette's encoding: `{"sequencer": Checkpoint.to_dict(),
+    "ack_intents": {journal: base64 bytes}}`.
     """
 
     sequencer: Checkpoint = dataclasses.field(default_factory=lambda: Checkpoint({}, []))
@@ -78,6 +85,46 @@ class ConsumerCheckpoint:
         except orjson.JSONDecodeError as exc:
             raise ValidationError(f"stored consumer checkpoint is not JSON: {exc}") from None
         return cls.from_dict(data)
+
+    def to_proto(self) -> shard_pb2.Checkpoint:
+        """Gazette's `consumer.Checkpoint`: the sequencer's sources and these ack_intents."""
+        msg = self.sequencer.to_proto()
+        for journal, intent in self.ack_intents.items():
+            msg.ack_intents[journal] = intent
+        return msg
+
+    def to_bytes(self) -> bytes:
+        """The marshaled `consumer.Checkpoint`, deterministic (map entries sorted by journal; Gazette
+        writes them in Go's map order, which decodes the same). An empty checkpoint is b""."""
+        return self.to_proto().SerializeToString(deterministic=True)
+
+    @classmethod
+    def from_proto(cls, msg: shard_pb2.Checkpoint, where: str = "consumer checkpoint") -> ConsumerCheckpoint:
+        """Reads Gazette's `consumer.Checkpoint`, validating it (see `Checkpoint.from_proto`); an
+        ACK intent needs a non-empty journal name. Errors are ValidationErrors naming `where`."""
+        sequencer = Checkpoint.from_proto(msg, where)
+        intents: dict[str, bytes] = {}
+        for journal, intent in sorted(msg.ack_intents.items()):
+            if not journal:
+                raise ValidationError(f"{where}.ack_intents has an empty journal name")
+            intents[journal] = bytes(intent)
+        return cls(sequencer, intents)
+
+    @classmethod
+    def from_bytes(cls, raw: bytes, where: str = "consumer checkpoint") -> ConsumerCheckpoint:
+        """Unmarshals and validates a `consumer.Checkpoint` (b"" is the empty checkpoint). Raises
+        ValidationError naming `where` for bytes that are not one."""
+        if not isinstance(raw, bytes | bytearray | memoryview):
+            raise ValidationError(f"{where} is a {type(raw).__name__}, expected protobuf bytes")
+        raw = bytes(raw)
+        try:
+            msg = shard_pb2.Checkpoint.FromString(raw)
+        except DecodeError as exc:
+            raise ValidationError(
+                f"{where} ({len(raw)} bytes, beginning {raw[:16].hex() or '(empty)'}) is not a marshaled "
+                f"consumer.Checkpoint protobuf: {exc}"
+            ) from None
+        return cls.from_proto(msg, where)
 
 
 class Store:

@@ -1,8 +1,12 @@
 """Sequencer checkpoints: read-through offsets plus one ProducerState per (journal, producer).
 
-Consumers persist these with their own state and the Spark reader accepts them as an option, so the
-dict/JSON form (`Checkpoint.to_dict`) is a stable, explicit format validated on load (reference 6.4).
-Imports nothing above `gazette.protocol`; the Sequencer builds and consumes these values.
+Two explicit forms, both validated on load. Stores persist Gazette's own encoding: `to_proto` /
+`from_proto` convert to and from the `sources` of Gazette's `consumer.Checkpoint` protobuf
+(gazette.protocol.shard_pb2), laid out as Gazette's BuildCheckpoint and FlattenReadThrough /
+FlattenProducerStates do, so a Go consumer's stored checkpoint restores here and ours there. The
+dict/JSON form (`to_dict`) is what the Spark reader accepts as an option and what user-facing views
+show (reference 6.4). Imports nothing above `gazette.protocol`; the Sequencer builds and consumes
+these values.
 """
 
 from __future__ import annotations
@@ -11,10 +15,15 @@ import dataclasses
 from collections.abc import Mapping
 from typing import Any
 
+from google.protobuf import unknown_fields
+from google.protobuf.message import Message
+
 from gazette.message.uuid import PRODUCER_ID_BYTES
+from gazette.protocol import shard_pb2
 from gazette.protocol.errors import ValidationError
 
 CLOCK_LIMIT = 1 << 64  # clocks are unsigned 64-bit values
+OFFSET_LIMIT = 1 << 63  # offsets are Gazette's int64
 PRODUCER_HEX_CHARS = 2 * PRODUCER_ID_BYTES
 _STATE_KEYS = ("journal", "producer", "last_ack", "begin")
 _CHECKPOINT_KEYS = ("offsets", "producers")
@@ -22,6 +31,18 @@ _CHECKPOINT_KEYS = ("offsets", "producers")
 
 def _is_int(value: object) -> bool:
     return isinstance(value, int) and not isinstance(value, bool)
+
+
+def refuse_unknown_fields(msg: Message, where: str) -> None:
+    """Raises ValidationError if `msg` holds fields its message definition lacks: bytes that parse
+    but were not written as this message (a different message, or corruption) are never half-read."""
+    unknown = unknown_fields.UnknownFieldSet(msg)
+    if len(unknown):
+        numbers = sorted({unknown[i].field_number for i in range(len(unknown))})
+        raise ValidationError(
+            f"{where} holds field number(s) {numbers} that {msg.DESCRIPTOR.full_name} does not define "
+            "(not a checkpoint of this protocol, or corrupt)"
+        )
 
 
 def _check_keys(where: str, value: object, keys: tuple[str, ...]) -> Mapping[str, Any]:
@@ -66,7 +87,7 @@ class ProducerState:
                 f"producer state last_ack {self.last_ack!r} of journal {self.journal!r} "
                 "is not an unsigned 64-bit clock"
             )
-        if not _is_int(self.begin) or self.begin < -1:
+        if not _is_int(self.begin) or not -1 <= self.begin < OFFSET_LIMIT:
             raise ValidationError(
                 f"producer state begin {self.begin!r} of journal {self.journal!r} is not an offset >= -1"
             )
@@ -111,6 +132,13 @@ class Checkpoint:
         {"offsets": {"<journal>": <int offset >= 0>, ...},
          "producers": [{"journal": "<journal>", "producer": "<12 hex chars>",
                         "last_ack": <int clock>, "begin": <int offset or -1>}, ...]}
+
+    Gazette's form (`to_proto`): `consumer.Checkpoint.sources`, one Source per journal holding its
+    read_through offset and its producers' entries. Gazette has no "no offset" apart from 0, so a
+    journal with producers but no offset becomes a Source with read_through 0, which `from_proto`
+    reads back as offset 0 (as Gazette's FlattenReadThrough does; a shard reads from
+    max(offset, min_offset) either way). Otherwise the round trip is exact, producers being listed
+    sorted by (journal, producer) as the Sequencer lists them.
     """
 
     offsets: dict[str, int]
@@ -120,7 +148,7 @@ class Checkpoint:
         for journal, offset in self.offsets.items():
             if not isinstance(journal, str) or not journal:
                 raise ValidationError(f"checkpoint offsets key {journal!r} is not a non-empty journal name")
-            if not _is_int(offset) or offset < 0:
+            if not _is_int(offset) or not 0 <= offset < OFFSET_LIMIT:
                 raise ValidationError(f"checkpoint offsets[{journal!r}] {offset!r} is not an offset >= 0")
         seen: set[tuple[str, bytes]] = set()
         for state in self.producers:
@@ -160,3 +188,60 @@ class Checkpoint:
             for i, item in enumerate(producers)
         ]
         return cls(dict(offsets), states)
+
+    def to_proto(self) -> shard_pb2.Checkpoint:
+        """Gazette's `consumer.Checkpoint` of these offsets and producers (no ACK intents: see
+        ConsumerCheckpoint), built as Gazette's BuildCheckpoint builds it: a Source per offset, then
+        each producer's entry appended to its journal's Source in `producers` order."""
+        msg = shard_pb2.Checkpoint()
+        for journal, offset in self.offsets.items():
+            msg.sources[journal].read_through = offset
+        for state in self.producers:
+            entry = msg.sources[state.journal].producers.add(id=state.producer)
+            entry.state.SetInParent()  # Gazette always writes its (non-nullable) state, even a zero one
+            entry.state.last_ack = state.last_ack
+            entry.state.begin = state.begin
+        return msg
+
+    @classmethod
+    def from_proto(cls, msg: shard_pb2.Checkpoint, where: str = "checkpoint") -> Checkpoint:
+        """The offsets and producers of Gazette's `consumer.Checkpoint` (its `sources`; ack_intents
+        are ConsumerCheckpoint's). Every Source gives an offset (its read_through, 0 included) and
+        its producers; producers come out sorted by (journal, producer) as the Sequencer lists them.
+        Raises ValidationError naming `where` and the field (e.g. `sources['a/b'].producers[1].id`)
+        for a negative offset, a producer id that is not 6 bytes, a begin below -1, a producer listed
+        twice, an empty journal name or fields the message does not define."""
+        if not isinstance(msg, shard_pb2.Checkpoint):
+            raise ValidationError(f"{where} is a {type(msg).__name__}, expected a consumer.Checkpoint")
+        refuse_unknown_fields(msg, where)
+        offsets: dict[str, int] = {}
+        states: list[ProducerState] = []
+        for journal, source in sorted(msg.sources.items()):
+            at = f"{where}.sources[{journal!r}]"
+            if not journal:
+                raise ValidationError(f"{where}.sources has an empty journal name")
+            refuse_unknown_fields(source, at)
+            if source.read_through < 0:
+                raise ValidationError(f"{at}.read_through {source.read_through} is not an offset >= 0")
+            offsets[journal] = source.read_through
+            seen: set[bytes] = set()
+            for i, entry in enumerate(source.producers):
+                entry_at = f"{at}.producers[{i}]"
+                refuse_unknown_fields(entry, entry_at)
+                refuse_unknown_fields(entry.state, f"{entry_at}.state")
+                if len(entry.id) != PRODUCER_ID_BYTES:
+                    raise ValidationError(
+                        f"{entry_at}.id {entry.id.hex() or '(empty)'} is not a {PRODUCER_ID_BYTES}-byte producer id"
+                    )
+                if entry.state.begin < -1:
+                    raise ValidationError(
+                        f"{entry_at}.state.begin {entry.state.begin} is not an offset >= -1"
+                    )
+                if entry.id in seen:
+                    raise ValidationError(f"{entry_at} lists producer {entry.id.hex()} of the journal again")
+                seen.add(entry.id)
+                states.append(
+                    ProducerState(journal, bytes(entry.id), entry.state.last_ack, entry.state.begin)
+                )
+        states.sort(key=lambda state: (state.journal, state.producer))
+        return cls(offsets, states)

@@ -26,8 +26,9 @@ from gazette.consumer import (
     Shard,
     ShardInfo,
     ShardSpec,
+    json_store,
 )
-from gazette.consumer.json_store import JSONFileStore
+from gazette.consumer.json_store import JSONFileStore, decode_state_file, encode_state_file
 from gazette.consumer.recoverylog import Player, Recorder, author_fence, new_author
 from gazette.message import Envelope, Publisher, ReadCommitted
 from gazette.message.checkpoint import Checkpoint
@@ -67,10 +68,13 @@ async def _store(aio: AsyncClient, directory: str) -> JSONFileStore:
 
 
 async def _recover(aio: AsyncClient, directory: str) -> dict[str, Any]:
-    """state.json as an offline playback of the log rebuilds it (what `shards recover` would do)."""
+    """state.json as an offline playback of the log rebuilds it (what `shards recover` would do),
+    as {"state": ..., "checkpoint": ConsumerCheckpoint.to_dict()}; it must be in Gazette's layout."""
     await _playback(aio, directory)
     with open(os.path.join(directory, "state.json"), "rb") as f:
-        return orjson.loads(f.read())  # type: ignore[no-any-return]
+        decoded = decode_state_file(f.read())
+    assert not decoded.legacy
+    return {"state": decoded.state, "checkpoint": decoded.checkpoint.to_dict()}
 
 
 def _recovered(endpoint: str, directory: str) -> dict[str, Any]:
@@ -131,6 +135,38 @@ async def test_commits_wait_for_dependencies_and_a_deposed_primary_is_fenced(clu
         new.state["bad"] = {1, 2}  # a set is not JSON
         with pytest.raises(ValidationError, match="not JSON-serializable"):
             new.start_commit(SHARD, _cp(4), []).result()
+
+
+async def test_a_state_file_of_gazette_py_before_is_rewritten_in_gazettes_layout(
+    cluster, tmp_path, monkeypatch
+) -> None:
+    """A log whose state.json an earlier gazette-py recorded ({"state", "checkpoint"} in one object):
+    the next primary restores from it, and its first commit records Gazette's layout."""
+    _create_journals(cluster)
+
+    def earlier_format(state: Any, checkpoint: ConsumerCheckpoint) -> bytes:
+        return orjson.dumps({"state": state, "checkpoint": checkpoint.to_dict()})
+
+    async with AsyncClient(cluster.broker_endpoints[0]) as aio:
+        old = await _store(aio, str(tmp_path / "old"))
+        old.restore_checkpoint(SHARD)
+        old.state["n"] = 5
+        with monkeypatch.context() as patch:
+            patch.setattr(json_store, "encode_state_file", earlier_format)
+            await _done(old.start_commit(SHARD, _cp(5), []))
+        with open(old.path, "rb") as f:
+            assert decode_state_file(f.read()).legacy
+
+        new = await _store(aio, str(tmp_path / "new"))
+        assert new.restore_checkpoint(SHARD) == _cp(5) and new.state == {"n": 5}
+        new.state["n"] = 6
+        assert await _done(new.start_commit(SHARD, _cp(6), [])) == _cp(6)
+        with open(new.path, "rb") as f:
+            assert f.read() == encode_state_file({"n": 6}, _cp(6))
+        assert await _recover(aio, str(tmp_path / "third")) == {
+            "state": {"n": 6},
+            "checkpoint": _cp(6).to_dict(),
+        }
 
 
 class Tally(Application):
