@@ -7,6 +7,7 @@ compare-and-swaps on mod revisions and responds only once this broker's KeySpace
 from __future__ import annotations
 
 import asyncio
+import logging
 from collections.abc import AsyncIterator
 from typing import TYPE_CHECKING
 
@@ -26,6 +27,8 @@ from gazette.protocol.validate import validate_journal_name
 
 if TYPE_CHECKING:
     from gazette.broker.broker import Broker
+
+log = logging.getLogger(__name__)
 
 LIST_CHUNK_JOURNALS = 25
 FLUSH_TIMEOUT_S = 60.0
@@ -78,6 +81,7 @@ async def serve_list(
 
 async def serve_apply(broker: Broker, req: pb.ApplyRequest, context: grpc.aio.ServicerContext) -> pb.ApplyResponse:
     compares, ops = [], []
+    storeless: list[str] = []
     tx = broker.etcd.transactions
     try:
         for ch in req.changes:
@@ -86,6 +90,8 @@ async def serve_apply(broker: Broker, req: pb.ApplyRequest, context: grpc.aio.Se
             if ch.HasField("upsert"):
                 spec = JournalSpec.from_proto(ch.upsert)
                 spec.validate()
+                if not spec.stores:
+                    storeless.append(spec.name)
                 key = layout.item_key(broker.root, spec.name)
                 ops.append(tx.put(key.encode(), ch.upsert.SerializeToString()))
             else:
@@ -106,6 +112,12 @@ async def serve_apply(broker: Broker, req: pb.ApplyRequest, context: grpc.aio.Se
         await context.abort(grpc.StatusCode.UNAVAILABLE, f"etcd transaction failed: {exc}")
     if not ok:
         return pb.ApplyResponse(status=to_pb(Status.ETCD_TRANSACTION_FAILED), header=broker.resolver.header())
+    for name in storeless:
+        log.warning(
+            "journal %s has no fragment stores: its content lives only in its brokers' spools, and what "
+            "no current replica holds (its replicas replaced or restarted) is gone; readers jump past it",
+            name,
+        )
     revision = _txn_revision(responses)
     if revision:
         await broker.ks.wait_for_revision(revision)

@@ -5,6 +5,12 @@ written (still only in its peers' spools): the primary serves those; and a prima
 committed range (its spool missed a commit a peer got) reads it from that peer. Local fragments are read from their spool file; persisted ones are opened
 from the store, decompressed and verified (in a thread, never on the loop) and streamed from the
 requested offset. A non-blocking read at the write head ends with OFFSET_NOT_YET_AVAILABLE.
+
+A read below the first content the journal still has jumps forward, as Gazette's does: its first
+response carries the larger offset. The index does it for persisted fragments (a store's first
+fragments pruned); for a journal without stores the primary does it once no member of the route
+holds anything below (its replicas were replaced one by one, and the early content went with
+them): nothing can ever fill that range, and the read would otherwise wait for ever.
 """
 
 from __future__ import annotations
@@ -110,6 +116,7 @@ async def serve_read(
     offset = req.offset
     header: pb.Header | None = res.header
     peers_tried_at: int | None = None
+    jump_checked_at: int | None = None
     while True:
         if req.end_offset and offset >= req.end_offset:
             return
@@ -137,12 +144,32 @@ async def serve_read(
                 if req.metadata_only:
                     return
             continue
+        storeless = not replica.spec.stores
+        if in_gap and replica.is_primary and storeless and offset != jump_checked_at:
+            # No peer served `offset` either. Without a store nothing will ever list it: if no
+            # member holds content at or below it, it is gone (the replicas that held it were
+            # replaced), and the read jumps to the first content a member still has.
+            jump_checked_at = offset
+            first = await _route_begin_offset(broker, res.route, index, journal)
+            if first is not None and first > offset:
+                offset = first
+                if req.end_offset and offset >= req.end_offset:
+                    # Past the requested end: only the jump is told (the client's offset moves there).
+                    meta = pb.ReadResponse(status=to_pb(Status.OK), offset=offset, write_head=q.write_head)
+                    if header is not None:
+                        meta.header.CopyFrom(header)
+                    yield meta
+                    return
+                continue
         if req.block:
             # A read blocked on a replica that is then unassigned from this broker would wait
             # forever: end it when the journal's route or spec changes (the client resumes here).
             # At a non-primary, also stop waiting once the wait turns into a gap (content past
-            # `offset` arrived here, `offset` itself did not): the loop then asks the primary.
-            watch_gap = not replica.is_primary and not req.do_not_proxy
+            # `offset` arrived here, `offset` itself did not): the loop then asks the primary. So
+            # does a storeless journal's primary, to check (once per offset) for a jump.
+            watch_gap = (not replica.is_primary and not req.do_not_proxy) or (
+                replica.is_primary and storeless and offset != jump_checked_at
+            )
             got, blocked = await first_of(_content_or_gap(index, offset, req.begin_mod_time, watch_gap), res.invalidated)
             if not got or blocked is None:
                 return
@@ -157,8 +184,8 @@ async def serve_read(
         if q.fragment is not None:
             meta.fragment.CopyFrom(q.fragment.to_proto())
         yield meta
-        if q.status != Status.OK or req.metadata_only:
-            return
+        if q.status != Status.OK or req.metadata_only or (req.end_offset and q.offset >= req.end_offset):
+            return  # (the last: a jump past the requested end, told by `meta` alone, as Gazette does)
         assert q.fragment is not None
         offset = q.offset
         stop = min(q.fragment.end, req.end_offset) if req.end_offset else q.fragment.end
@@ -237,6 +264,32 @@ async def _read_at_peers(
             call.cancel()
         if served:
             return
+
+
+PEER_LIST_TIMEOUT_S = 10.0  # a peer that does not answer may hold the content: no jump
+
+
+async def _route_begin_offset(broker: Broker, route: pb.Route, index: Any, journal: str) -> int | None:
+    """The lowest offset from which any member of `route` (this broker included) holds content of
+    `journal`, from each peer's own fragment listing. None when nobody holds any, or when a peer
+    did not answer (it may hold what the others lack: better to wait than to skip it)."""
+    begins = [index.begin_offset()] if index.fragments() else []
+    for i, member in enumerate(route.members):
+        if (member.zone, member.suffix) == (broker.zone, broker.suffix):
+            continue
+        endpoint = route.endpoints[i] if i < len(route.endpoints) else ""
+        if not endpoint:
+            return None
+        req = pb.FragmentsRequest(journal=journal, do_not_proxy=True, page_limit=1)
+        try:
+            resp = await broker.proxy.stub(endpoint).ListFragments(req, timeout=PEER_LIST_TIMEOUT_S)
+        except grpc.aio.AioRpcError:
+            return None
+        if resp.status != pb.OK:
+            return None
+        if resp.fragments:
+            begins.append(resp.fragments[0].spec.begin)
+    return min(begins) if begins else None
 
 
 async def _remote_content(fragment: Fragment, offset: int, stop: int) -> AsyncIterator[bytes]:

@@ -4,6 +4,11 @@ What `LocalCluster.run_consumer` returns: it applies the shard specs and starts 
 in this process (Consumers on the facade's loop thread) or as `gazette consumer run` subprocesses
 (mode "subprocess": the application travels as cloudpickle bytes), and stops (gracefully or as a
 crash), restarts, adds or signals members. `client()` is a ShardClient of the group's Shard services.
+
+A member that exits by itself (a process paused past its lease ends itself, as Gazette's members do;
+or one that crashed) is reported by a watcher thread, naming the member and why it exited (the
+`gazette consumer run` exit line from its log), and restarted once per exit unless
+`restart_exited=False`. `exits` lists those exits; `restarts` counts the restarts.
 """
 
 from __future__ import annotations
@@ -17,6 +22,7 @@ import signal
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from collections.abc import Callable, Iterable
 
@@ -24,7 +30,7 @@ from gazette.client.loop import LoopThread, default_loop
 from gazette.consumer.application import Application
 from gazette.consumer.client import ShardClient
 from gazette.consumer.consumer import Consumer, ShardInfo, apply_shards, list_shards
-from gazette.consumer.serve import pickle_application
+from gazette.consumer.serve import EXIT_LINE_PREFIX, LEASE_LOST_EXIT_CODE, pickle_application
 from gazette.consumer.spec import ShardSpec
 from gazette.consumer.status import ReplicaCode
 from gazette.consumer.transaction import Hooks
@@ -38,6 +44,7 @@ log = logging.getLogger(__name__)
 START_TIMEOUT_S = 60.0
 STOP_TIMEOUT_S = 60.0
 POLL_INTERVAL_S = 0.05
+WATCH_INTERVAL_S = 0.2  # how often the watcher looks for members that exited by themselves
 MODES = ("inprocess", "subprocess")
 
 
@@ -52,12 +59,27 @@ class _Member:
     consumer: Consumer | None = None
     proc: subprocess.Popen | None = None
     log_path: str = ""
+    stopped: bool = True  # by the group (stop, kill, close) or not started: an exit to leave alone
+    restarts: int = 0  # times the watcher restarted it after it exited by itself
 
     @property
     def running(self) -> bool:
         if self.proc is not None:
             return self.proc.poll() is None
         return self.consumer is not None
+
+
+@dataclasses.dataclass(frozen=True)
+class MemberExit:
+    """A member that exited by itself: its index and suffix then, exit status (None in-process),
+    why (its exit line, or what its log or lease says), its log, and whether it was restarted."""
+
+    index: int
+    suffix: str
+    returncode: int | None
+    reason: str
+    log_path: str
+    restarted: bool
 
 
 class ConsumerGroup:
@@ -80,6 +102,7 @@ class ConsumerGroup:
         mode: str = "inprocess",
         data_dir: str | None = None,
         log_level: str = "WARNING",
+        restart_exited: bool = True,
     ) -> None:
         if isinstance(processes, bool) or not isinstance(processes, int) or processes < 1:
             raise GazetteError(Status.OK, f"run_consumer needs processes >= 1 (got {processes!r})")
@@ -119,6 +142,12 @@ class ConsumerGroup:
                 f.write(data)
         self.members: list[_Member] = []
         self._client: ShardClient | None = None
+        self.restart_exited = restart_exited
+        self.exits: list[MemberExit] = []  # members that exited by themselves, in order
+        self.restarts = 0  # of those, how many the watcher restarted
+        self._lock = threading.RLock()  # member changes: the caller's and the watcher's
+        self._closed = threading.Event()
+        self._watcher: threading.Thread | None = None
 
     @property
     def consumers(self) -> list[Consumer | None]:
@@ -191,20 +220,30 @@ class ConsumerGroup:
             self.apply(specs)
         for _ in range(self._n):
             self.add()
+        if self._watcher is None:
+            self._watcher = threading.Thread(target=self._watch, daemon=True, name=f"consumer-group {self.root}")
+            self._watcher.start()
         return self
 
     def add(self) -> int:
         """Starts one more member; returns its index."""
-        i = len(self.members)
-        self.members.append(_Member(i, self.zones[i % len(self.zones)]))
-        self.restart(i)
-        return i
+        with self._lock:
+            i = len(self.members)
+            self.members.append(_Member(i, self.zones[i % len(self.zones)]))
+            self.restart(i)
+            return i
 
     def restart(self, i: int) -> None:
         """Starts member `i` anew (a new suffix: a crashed member's lease may still hold the old one)."""
+        with self._lock:
+            self._restart(i)
+
+    def _restart(self, i: int) -> None:
         m = self._member(i)
         if m.running:
             self.stop(i)
+        elif m.proc is not None and m.proc.stdout is not None:
+            m.proc.stdout.close()  # it exited by itself
         m.suffix = f"consumer-{i}-{time.monotonic_ns() % 1_000_000_000:09d}"
         if self.mode == "inprocess":
             consumer = Consumer(
@@ -216,6 +255,52 @@ class ConsumerGroup:
             m.consumer, m.endpoint = consumer, consumer.endpoint
         else:
             self._spawn(m)
+        m.stopped = False
+
+    # ---- members that exit by themselves
+
+    def _watch(self) -> None:
+        """The watcher thread: reports each member that exited by itself, and restarts it once."""
+        while not self._closed.wait(WATCH_INTERVAL_S):
+            for i in range(len(self.members)):
+                with self._lock:
+                    if self._closed.is_set():
+                        return
+                    self._check_exited(i)
+
+    def _check_exited(self, i: int) -> None:
+        m = self.members[i]
+        if m.stopped:
+            return
+        if m.proc is not None:
+            returncode = m.proc.poll()
+            if returncode is None:
+                return
+            reason = _exit_reason(returncode, m.log_path)
+        elif m.consumer is not None and m.consumer.stopped.is_set():
+            returncode = None
+            lost = m.consumer.session.lost_reason
+            reason = f"its etcd lease was lost ({lost})" if lost is not None else "it stopped by itself"
+        else:
+            return
+        m.stopped = True  # reported (and restarted) once per exit
+        suffix, log_path = m.suffix, m.log_path
+        name = f"consumer member {i} ({m.zone}#{suffix}) of {self.root}"
+        restarted = False
+        if not self.restart_exited:
+            log.error("%s exited by itself: %s; not restarted (restart_exited=False)", name, reason)
+        else:
+            log.warning("%s exited by itself: %s; restarting it", name, reason)
+            try:
+                self._restart(i)
+            except Exception as exc:
+                log.error("%s could not be restarted: %s", name, exc)
+            else:
+                restarted = True
+                m.restarts += 1
+                self.restarts += 1
+                log.warning("consumer member %d restarted as %s#%s", i, m.zone, m.suffix)
+        self.exits.append(MemberExit(i, suffix, returncode, reason, log_path, restarted))
 
     def _spawn(self, m: _Member) -> None:
         m.log_path = os.path.join(self.data_dir, f"{m.suffix}.log")
@@ -242,7 +327,12 @@ class ConsumerGroup:
     def stop(self, i: int, graceful: bool = True) -> None:
         """Stops member `i`: gracefully (its shards move first; SIGTERM for a subprocess), or as a crash
         (`graceful=False`: SIGKILL for a subprocess; its lease expires after `lease_ttl_s`)."""
+        with self._lock:
+            self._stop(i, graceful)
+
+    def _stop(self, i: int, graceful: bool) -> None:
         m = self._member(i)
+        m.stopped = True
         consumer, m.consumer = m.consumer, None
         if consumer is not None:
             self._loop.run(consumer.stop(graceful=graceful), timeout=STOP_TIMEOUT_S)
@@ -275,6 +365,15 @@ class ConsumerGroup:
 
     def close(self) -> None:
         """Stops every member at once (so none waits to hand its shards to another exiting one)."""
+        self._closed.set()
+        if self._watcher is not None and self._watcher is not threading.current_thread():
+            self._watcher.join()  # it may be restarting a member: let it finish, then stop that one too
+        with self._lock:
+            self._close()
+
+    def _close(self) -> None:
+        for m in self.members:
+            m.stopped = True
         if self._client is not None:
             try:
                 self._client.close()
@@ -309,6 +408,31 @@ class ConsumerGroup:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+def _exit_reason(returncode: int, log_path: str) -> str:
+    """Why a member process exited: its `gazette consumer run` exit line, else its status and the
+    last lines of its log."""
+    try:
+        with open(log_path, "rb") as f:
+            f.seek(max(0, os.path.getsize(log_path) - 8000))
+            tail = f.read().decode(errors="replace")
+    except OSError:
+        tail = ""
+    for line in reversed(tail.splitlines()):
+        if line.startswith(EXIT_LINE_PREFIX):
+            return line[len(EXIT_LINE_PREFIX) :].split(": ", 1)[-1] + f" (exit status {returncode})"
+    if returncode < 0:
+        try:
+            status = f"killed by {signal.Signals(-returncode).name}"
+        except ValueError:
+            status = f"killed by signal {-returncode}"
+    elif returncode == LEASE_LOST_EXIT_CODE:
+        status = f"exit status {returncode} (its etcd lease was lost)"
+    else:
+        status = f"exit status {returncode}"
+    last = [line for line in tail.splitlines() if line.strip()][-3:]
+    return status + (f"; its log ends with: {' | '.join(last)}" if last else "")
 
 
 def _signal_stop(proc: subprocess.Popen) -> None:

@@ -4,7 +4,8 @@ The application is `module:Class` (instantiated with keyword arguments from JSON
 cloudpickle bytes (`pickle_application`, what LocalCluster.run_consumer writes). When ready the process
 prints one JSON line to stdout ({"endpoint", "zone", "suffix", "root", "pid"}), as `gazette broker
 serve` does. SIGTERM or SIGINT stop it gracefully (its shards move first); a lost lease ends it with
-LEASE_LOST_EXIT_CODE.
+LEASE_LOST_EXIT_CODE. Whatever ends it, its last line on stderr says why and with which status
+(EXIT_LINE_PREFIX ...), for people and for supervisors reading its log.
 """
 
 from __future__ import annotations
@@ -26,6 +27,8 @@ from gazette.protocol.errors import ValidationError
 from gazette.tasks import dump_tasks
 
 LEASE_LOST_EXIT_CODE = 3
+FAILED_EXIT_CODE = 1
+EXIT_LINE_PREFIX = "gazette consumer run: member "
 HOLD_VIEW_ENV = "GAZETTE_TEST_HOLD_VIEW_ON_SIGUSR1"  # a test hook: SIGUSR1 makes the member a zombie
 
 
@@ -160,8 +163,14 @@ async def serve(consumer: Consumer) -> None:
     }
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
+    received: list[str] = []
+
+    def on_signal(sig: signal.Signals) -> None:
+        received.append(sig.name)
+        stop.set()
+
     for sig in (signal.SIGTERM, signal.SIGINT):
-        loop.add_signal_handler(sig, stop.set)
+        loop.add_signal_handler(sig, on_signal, sig)
     loop.add_signal_handler(signal.SIGUSR2, dump_tasks)  # what each task waits on, to the log
     if os.environ.get(HOLD_VIEW_ENV) == "1":  # zombie tests only: see Consumer.hold_etcd_view
         loop.add_signal_handler(signal.SIGUSR1, consumer.hold_etcd_view)
@@ -175,11 +184,33 @@ async def serve(consumer: Consumer) -> None:
     lease_lost = consumer.stopped.is_set()
     await consumer.stop(graceful=True)
     if lease_lost:
+        reason = consumer.session.lost_reason
+        say_exit(
+            consumer, LEASE_LOST_EXIT_CODE,
+            f"its etcd lease was lost ({reason or 'no reason given'}): it was paused, or cut off from etcd, "
+            f"for longer than its lease TTL ({consumer.lease_ttl_s} s), and its shards went to other members",
+        )  # fmt: skip
         raise SystemExit(LEASE_LOST_EXIT_CODE)
+    say_exit(consumer, 0, f"stopped by {' and '.join(received) or 'a signal'} (its shards moved first)")
+
+
+def say_exit(consumer: Consumer, status: int, why: str) -> None:
+    """The member's last word on stderr: one line with its id, exit status and why it stops."""
+    print(
+        f"{EXIT_LINE_PREFIX}{consumer.zone}#{consumer.suffix} of {consumer.root} exits with status {status}: {why}",
+        file=sys.stderr,
+        flush=True,
+    )
 
 
 def run(consumer: Consumer, log_level: str = "WARNING") -> None:
     logging.basicConfig(
         level=log_level.upper(), stream=sys.stderr, format="%(asctime)s %(name)s %(levelname)s %(message)s"
     )
-    asyncio.run(serve(consumer))
+    try:
+        asyncio.run(serve(consumer))
+    except (SystemExit, KeyboardInterrupt):
+        raise
+    except BaseException as exc:  # the CLI reports it too (one line, or a traceback)
+        say_exit(consumer, FAILED_EXIT_CODE, f"it failed: {type(exc).__name__}: {exc}")
+        raise

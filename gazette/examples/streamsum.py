@@ -69,16 +69,24 @@ def partition_of(stream_id: str, partitions: int) -> int:
     return int(stream_id, 16) % partitions
 
 
-def journals(partitions: int, replication: int = 1, recovery_logs: bool = False) -> list[JournalSpec]:
-    """The chunk partitions and the sums journal (and, for JSONSummer, each shard's recovery log)."""
+def journals(
+    partitions: int, replication: int = 1, recovery_logs: bool = False, store: str | None = None
+) -> list[JournalSpec]:
+    """The chunk partitions and the sums journal (and, for JSONSummer, each shard's recovery log),
+    persisted to `store` (e.g. a LocalCluster's `.store`). Without one they have no store: their
+    content lives only in the brokers' spools."""
+    stores = [store] if store else []
     specs = [
-        JournalSpec(name=chunks_journal(i), replication=replication, labels=JSON_LABELS)
+        JournalSpec(name=chunks_journal(i), replication=replication, labels=JSON_LABELS, stores=stores)
         for i in range(partitions)
     ]
-    specs.append(JournalSpec(name=SUMS_JOURNAL, replication=replication, labels=JSON_LABELS))
+    specs.append(JournalSpec(name=SUMS_JOURNAL, replication=replication, labels=JSON_LABELS, stores=stores))
     if recovery_logs:
         specs.extend(
-            JournalSpec(name=f"{RECOVERY_PREFIX}/{shard_id(i)}", replication=replication, labels=RECOVERY_LABELS)
+            JournalSpec(
+                name=f"{RECOVERY_PREFIX}/{shard_id(i)}", replication=replication, labels=RECOVERY_LABELS,
+                stores=stores,
+            )  # fmt: skip
             for i in range(partitions)
         )
     return specs
@@ -328,7 +336,7 @@ def run(
 ) -> list[dict[str, Any]]:
     """Runs chunker, summers (one hot standby each) and verifier on `cluster`; returns the verified sums."""
     client = cluster.client()
-    client.apply_journals(journals(partitions))
+    client.apply_journals(journals(partitions, store=getattr(cluster, "store", None)))
     cluster.wait_for_routes()
     start = client.read_head(SUMS_JOURNAL)
     db_dir = db_dir or tempfile.mkdtemp(prefix="stream-sum-")

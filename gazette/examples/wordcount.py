@@ -113,12 +113,15 @@ class WordCount(Application):
         store.changed.clear()
 
 
-def journals(partitions: int, replication: int = 1) -> list[JournalSpec]:
+def journals(partitions: int, replication: int = 1, store: str | None = None) -> list[JournalSpec]:
+    """The word partitions and the counts journal, persisted to `store` (e.g. a LocalCluster's
+    `.store`). Without one they have no store: their content lives only in the brokers' spools."""
+    stores = [store] if store else []
     specs = [
-        JournalSpec(name=words_journal(i), replication=replication, labels=JSON_LABELS)
+        JournalSpec(name=words_journal(i), replication=replication, labels=JSON_LABELS, stores=stores)
         for i in range(partitions)
     ]
-    specs.append(JournalSpec(name=COUNTS_JOURNAL, replication=replication, labels=JSON_LABELS))
+    specs.append(JournalSpec(name=COUNTS_JOURNAL, replication=replication, labels=JSON_LABELS, stores=stores))
     return specs
 
 
@@ -182,7 +185,7 @@ def run(
     fraction of the words and a fresh consumer takes over: in-process, between a store commit and its
     ACKs (a test hook); with a subprocess cluster, by a SIGKILL of the consumer process."""
     client = cluster.client()
-    client.apply_journals(journals(partitions))
+    client.apply_journals(journals(partitions, store=getattr(cluster, "store", None)))
     cluster.wait_for_routes()
     db_dir = db_dir or tempfile.mkdtemp(prefix="word-count-")
     committed = [0]

@@ -347,7 +347,12 @@ class LocalCluster:
         (then `app` must be picklable by cloudpickle; the error says how to fix it otherwise).
         Returns its `gazette.consumer.ConsumerGroup` (stop/kill/restart members, list shards, and
         `client()`, a ShardClient: `group.client().stat_shard(...)`). Options go to ConsumerGroup
-        (e.g. hooks= in-process only, shard_limit=, mode=); members are stopped with the cluster."""
+        (e.g. hooks= in-process only, shard_limit=, mode=); members are stopped with the cluster.
+
+        A member that exits by itself (paused past its lease, it ends itself as Gazette's members
+        do; or it crashed) is logged as a warning naming it and why it exited (from its log's
+        tail), and restarted, once per exit; `restart_exited=False` only reports it (an error).
+        `group.exits` lists such exits, `group.restarts` and `consumer_restarts` count restarts."""
         from gazette.consumer.runner import ConsumerGroup  # local is above consumer; imported on use
 
         if root is None:
@@ -368,6 +373,11 @@ class LocalCluster:
             group.close()
             self._consumer_groups.remove(group)
             raise
+
+    @property
+    def consumer_restarts(self) -> int:
+        """Consumer members restarted after exiting by themselves, over every run_consumer group."""
+        return sum(group.restarts for group in self._consumer_groups)
 
     def _consumer_group(self, group: Any) -> Any:
         if group is not None:

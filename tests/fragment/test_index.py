@@ -150,6 +150,52 @@ async def test_no_jump_to_a_local_fragment(files):
     assert res.status == Status.OFFSET_NOT_YET_AVAILABLE
 
 
+async def test_a_blocked_read_below_the_first_fragment_jumps_once_a_listing_arrives():
+    # Gazette's Query: an offset below the first fragment, with a persisted fragment past it, jumps
+    # there (a blocking query too: it wakes on the listing and returns the larger offset).
+    index = Index(J)
+    task = asyncio.create_task(index.query(30, block=True, now=NOW))
+    await settle()
+    assert not task.done()
+    index.replace_remote([remote(100, 200), remote(200, 300)])
+    res = await asyncio.wait_for(task, 5)
+    assert (res.status, res.offset, res.write_head, res.fragment) == (Status.OK, 100, 300, remote(100, 200))
+
+
+async def test_a_read_below_fragments_pruned_from_the_store_jumps_after_the_refresh():
+    # Retention deleted [0, 200) from the store: until a refresh the index still serves it; the
+    # refresh's listing no longer has it, and reads below 200 (blocking or not) jump to 200.
+    index = Index(J)
+    index.replace_remote([remote(0, 100, mod_time=OLD), remote(100, 200, mod_time=OLD), remote(200, 300)])
+    res = await index.query(50, block=False, now=NOW)
+    assert (res.offset, res.fragment) == (50, remote(0, 100, mod_time=OLD))
+    index.replace_remote([remote(200, 300)])
+    for block in (False, True):
+        res = await asyncio.wait_for(index.query(50, block=block, now=NOW), 5)
+        assert (res.status, res.offset, res.fragment) == (Status.OK, 200, remote(200, 300))
+
+
+async def test_a_read_blocked_in_a_recent_hole_jumps_once_the_fragments_before_it_are_pruned():
+    index = Index(J)
+    index.replace_remote([remote(0, 100), remote(200, 300)])
+    task = asyncio.create_task(index.query(150, block=True, now=NOW))
+    await settle()
+    assert not task.done()  # a recent hole: a fragment covering it may still be uploading
+    index.replace_remote([remote(200, 300)])  # [0, 100) pruned: 150 is now below the first fragment
+    res = await asyncio.wait_for(task, 5)
+    assert (res.status, res.offset, res.fragment) == (Status.OK, 200, remote(200, 300))
+
+
+async def test_below_a_first_fragment_that_is_only_local_the_index_does_not_jump(files):
+    # As Gazette's: an unpersisted first fragment is no reason to jump (the range below may still be
+    # uploading from another broker). For a journal without stores the broker's read decides, from
+    # what every replica holds (gazette/broker/read.py).
+    index = Index(J)
+    index.spool_commit(local(100, 200), files(100))
+    res = await index.query(0, block=False, now=NOW)
+    assert (res.status, res.offset, res.write_head) == (Status.OFFSET_NOT_YET_AVAILABLE, 0, 200)
+
+
 async def test_blocked_read_in_a_recent_hole_wakes_when_it_is_filled():
     index = Index(J)
     index.replace_remote([remote(0, 100), remote(200, 300)])
