@@ -33,12 +33,17 @@ from gazette.broker.resolver import Resolution
 from gazette.fragment.fragment import ZERO_SUM, Codec, Fragment
 from gazette.fragment.health import health_of
 from gazette.protocol import broker_pb2 as pb
-from gazette.protocol.errors import GazetteError
+from gazette.protocol.errors import GazetteError, ValidationError
 from gazette.protocol.labels import LabelSet
 from gazette.protocol.selector import LabelSelector
 from gazette.protocol.spec import SuspendLevel
 from gazette.protocol.status import Status, to_pb
-from gazette.protocol.validate import split_journal_meta, validate_journal_name
+from gazette.protocol.validate import (
+    split_journal_meta,
+    validate_journal_name,
+    validate_label_name,
+    validate_label_value,
+)
 from gazette.tasks import first_of
 
 if TYPE_CHECKING:
@@ -460,8 +465,9 @@ class AppendFSM:
         except grpc.aio.AioRpcError as exc:
             problem = f"client stream broke: {exc.code().name}"
 
+        # As Gazette, a register update that is present (even if empty) needs appended bytes.
         if eof and problem is None and self.client_length == 0 and (
-            req.union_registers.labels or req.subtract_registers.labels
+            req.HasField("union_registers") or req.HasField("subtract_registers")
         ):
             problem = "register modification requires a non-empty append"
 
@@ -469,10 +475,11 @@ class AppendFSM:
         if problem is None and send_err is None and self.status == Status.OK:
             proposal = spool.next()
             registers = self.registers
+            # As Gazette's append FSM: subtract first, then union with the request's values winning.
             if req.subtract_registers.labels:
                 registers = registers.subtract(LabelSet.from_proto(req.subtract_registers))
             if req.union_registers.labels:
-                registers = registers.union(LabelSet.from_proto(req.union_registers))
+                registers = LabelSet.from_proto(req.union_registers).union(registers)
             self.registers = registers
         else:
             proposal = spool.fragment  # roll back whatever was spooled
@@ -517,6 +524,34 @@ class AppendFSM:
                 self.broker.metrics.commit(self.journal, self.client_length, self.client_begin + self.client_length)
 
 
+def _validate_registers(req: pb.AppendRequest) -> None:
+    """As Gazette's AppendRequest.Validate: check_registers is a valid selector, and union_registers and
+    subtract_registers are valid label sets as sent (sorted, unique, no name with both "" and a value)."""
+    if req.HasField("check_registers"):
+        try:
+            LabelSelector.from_proto(req.check_registers)
+        except ValidationError as exc:
+            raise ValidationError(f"check_registers: {exc.message}") from None
+    for field in ("union_registers", "subtract_registers"):
+        if not req.HasField(field):
+            continue
+        previous: tuple[str, str] | None = None
+        for i, lbl in enumerate(getattr(req, field).labels):
+            where = f"{field}.labels[{i}]"
+            try:
+                validate_label_name(lbl.name)
+                validate_label_value(lbl.value, name=lbl.name)
+            except ValidationError as exc:
+                raise ValidationError(f"{where}: {exc.message}") from None
+            if lbl.prefix:
+                raise ValidationError(f"{where}: prefix may be set only in a label selector")
+            if previous is not None and (lbl.name, lbl.value) <= previous:
+                raise ValidationError(f"{where}: labels are not in unique, sorted order (at {lbl.name})")
+            if previous is not None and previous[0] == lbl.name and previous[1] == "":
+                raise ValidationError(f'{where}: label "{lbl.name}" has both an empty and a non-empty value')
+            previous = (lbl.name, lbl.value)
+
+
 async def serve_append(
     broker: Broker, requests: AsyncIterator[pb.AppendRequest], context: grpc.aio.ServicerContext
 ) -> pb.AppendResponse:
@@ -530,6 +565,7 @@ async def serve_append(
     journal, _meta = split_journal_meta(first.journal)
     try:
         validate_journal_name(journal)
+        _validate_registers(first)
     except GazetteError as exc:
         await context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(exc))
 

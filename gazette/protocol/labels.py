@@ -41,14 +41,40 @@ class LabelSet:
         vals = self.values_of(name)
         return vals[0] if vals else None
 
+    def _by_name(self) -> dict[str, tuple[str, ...]]:
+        """Each name's sorted values, names in order."""
+        out: dict[str, list[str]] = {}
+        for n, v in self._items:
+            out.setdefault(n, []).append(v)
+        return {n: tuple(vs) for n, vs in out.items()}
+
+    @classmethod
+    def _from_groups(cls, groups: Iterable[tuple[str, tuple[str, ...]]]) -> LabelSet:
+        return cls((n, v) for n, vs in groups for v in vs)
+
     def union(self, other: LabelSet) -> LabelSet:
-        return LabelSet(self._items + other._items)
+        """Every label name of either set; a name both sets have keeps only this set's values.
+
+        As Gazette's UnionLabelSets (which prefers its left side): the broker applies an append's
+        union_registers as `union_registers.union(registers)`, so {author: B} replaces {author: A}.
+        """
+        mine, theirs = self._by_name(), other._by_name()
+        names = sorted(mine.keys() | theirs.keys())
+        return LabelSet._from_groups((n, mine.get(n) or theirs[n]) for n in names)
 
     def subtract(self, other: LabelSet) -> LabelSet:
-        """Removes labels of `other`; a label with an empty value removes every value of its name."""
-        drop_names = {n for n, v in other._items if v == ""}
-        drop = set(other._items)
-        return LabelSet((n, v) for n, v in self._items if n not in drop_names and (n, v) not in drop)
+        """This set without each label name whose values are exactly that name's values in `other`.
+
+        As Gazette's SubtractLabelSet: a name is dropped whole or kept whole ({a: [1, 2]} minus {a: 1}
+        keeps both values), and an empty value is an ordinary value, not "any value".
+        """
+        theirs = other._by_name()
+        return LabelSet._from_groups((n, vs) for n, vs in self._by_name().items() if theirs.get(n) != vs)
+
+    def intersect(self, other: LabelSet) -> LabelSet:
+        """The label names whose values are exactly equal in both sets (Gazette's IntersectLabelSets)."""
+        theirs = other._by_name()
+        return LabelSet._from_groups((n, vs) for n, vs in self._by_name().items() if theirs.get(n) == vs)
 
     def to_dict(self) -> dict[str, str]:
         """Single-valued view (the last value of a repeated name wins)."""

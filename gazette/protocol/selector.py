@@ -1,7 +1,8 @@
 """LabelSelector: include and exclude label sets, their string grammar, matching and proto mapping (1.1).
 
-A selector is a value: entries are validated, normalised (an empty value is never a prefix entry) and
-sorted, so selectors parsed from equivalent text compare equal, and `parse(str(s)) == s`.
+A selector is a value: entries are validated and sorted, so selectors parsed from equivalent text
+compare equal, and `parse(str(s)) == s`. The grammar, the entries a parse yields and the rules a
+selector must keep are Gazette's own (ParseLabelSelector, LabelSelector.Validate).
 Journal meta-labels: `name` (added by `journal_labels`) and `prefix`, which `for_journals` rewrites.
 """
 
@@ -63,8 +64,23 @@ def _normalise(entries: SelectorLabelsLike, side: str) -> tuple[SelectorLabel, .
         name, value, prefix = str(name), str(value), bool(prefix)
         validate_label_name(name)
         validate_label_value(value, name=name)
-        out.add(SelectorLabel(name, value, prefix and value != ""))
-    return tuple(sorted(out))
+        out.add(SelectorLabel(name, value, prefix))
+    entries = tuple(sorted(out))
+    # As Gazette's LabelSelector.Validate: per side, a name's values are unique (an exact and a prefix
+    # entry of one value collide) and "" (any value) stands alone.
+    for a, b in zip(entries, entries[1:], strict=False):
+        if a.name != b.name:
+            continue
+        if a.value == b.value:
+            raise ValidationError(
+                f'selector {side} label "{a.name}" has the value "{a.value}" both as a prefix and exactly'
+            )
+        if a.value == "":
+            raise ValidationError(
+                f'selector {side} label "{a.name}" has both an empty value (any value) '
+                f'and the value "{b.value}"'
+            )
+    return entries
 
 
 def _match(entries: tuple[SelectorLabel, ...], labels: LabelSet, require_all: bool) -> bool:
@@ -147,7 +163,7 @@ class LabelSelector:
 
 def journal_labels(spec_labels: LabelSet, name: str) -> LabelSet:
     """A journal's labels plus its `name` meta-label, as matched by `for_journals()` selectors."""
-    return spec_labels.union(LabelSet([("name", name)]))
+    return LabelSet([("name", name)]).union(spec_labels)  # as Gazette's LabelSetExt: the meta-label wins
 
 
 def _rewrite_prefix(entries: tuple[SelectorLabel, ...]) -> list[SelectorLabel]:
@@ -175,9 +191,9 @@ def _format(entries: tuple[SelectorLabel, ...], *, exclude: bool) -> list[str]:
     terms = []
     for (name, prefix), values in groups.items():
         key = f"{name}:{PREFIX_MODIFIER}" if prefix else name
-        if "" in values:  # an existence entry; other values of the name are written separately
-            terms.append(("!" if exclude else "") + name)
-            values = [v for v in values if v != ""]
+        if values == [""]:  # an existence entry ("" stands alone: see _normalise)
+            terms.append(("!" if exclude else "") + key)
+            continue
         if len(values) == 1:
             (value,) = values
             if exclude:
@@ -190,129 +206,141 @@ def _format(entries: tuple[SelectorLabel, ...], *, exclude: bool) -> list[str]:
 
 
 class _Parser:
-    """Recursive descent over the selector grammar; whitespace is allowed between any two tokens.
+    """Gazette's ParseLabelSelector: terms, each matched whole at the current position, where `_` is
+    one optional space (never more), KEY is a label name of 2+ token characters with an optional
+    ":prefix", and VALUE is 0+ value characters:
 
-        selector := [term ("," term)*]
-        term     := "!" NAME                                  (label absent)
-                  | key                                       (label present, any value)
-                  | key ("=" | "==") VALUE | key "!=" VALUE   (equal / not equal)
-                  | key ("in" | "notin" | "not in") "(" VALUE ("," VALUE)* ")"
-        key      := NAME [":prefix"]                          (match values by prefix)
+        _ KEY _ ("=" | "==") _ VALUE _ END       include KEY=VALUE ("" = any value)
+        _ KEY _ "!=" _ VALUE _ END               exclude KEY=VALUE
+        _ KEY " in" _ "(" SET ")" _ END          include KEY=each value of SET
+        _ KEY " not" _ "in" _ "(" SET ")" _ END  exclude KEY=each value of SET
+        _ KEY _ END                              include KEY, any value
+        _ "!" _ KEY _ END                        exclude KEY, any value
+        END := "," | end of text                 SET := (_ VALUE _ END)+ over the text inside ( )
+
+    The first form that matches wins. So a trailing "," is accepted, and "" selects everything.
     """
 
     def __init__(self, text: str) -> None:
         if not isinstance(text, str):
             raise ValidationError(f"label selector {text!r} is not a string")
         self.text = text
-        self.pos = 0
         self.include: list[tuple[str, str, bool]] = []
         self.exclude: list[tuple[str, str, bool]] = []
 
-    def fail(self, expected: str, at: int | None = None) -> ValidationError:
-        at = self.pos if at is None else at
-        found = repr(self.text[at]) if at < len(self.text) else "end of text"
-        return ValidationError(
-            f'label selector "{self.text}" is not valid at position {at}: expected {expected}, found {found}'
-        )
+    # Each matcher takes a position and returns the position after what it matched, or None.
+    def _space(self, pos: int) -> int:
+        return pos + 1 if self.text.startswith(" ", pos) else pos
 
-    def skip_ws(self) -> None:
-        while self.pos < len(self.text) and self.text[self.pos].isspace():
-            self.pos += 1
+    def _lit(self, pos: int | None, lit: str) -> int | None:
+        return pos + len(lit) if pos is not None and self.text.startswith(lit, pos) else None
 
-    def peek(self, s: str) -> bool:
-        return self.text.startswith(s, self.pos)
+    def _run(self, pos: int, symbols: str) -> int:
+        text = self.text
+        while pos < len(text) and is_token_char(text[pos], symbols):
+            pos += 1
+        return pos
 
-    def word(self, symbols: str, what: str) -> str:
-        start = self.pos
-        while self.pos < len(self.text) and is_token_char(self.text[self.pos], symbols):
-            self.pos += 1
-        if self.pos == start:
-            raise self.fail(what)
-        return self.text[start : self.pos]
+    def _key(self, pos: int | None) -> tuple[str, bool, int] | None:
+        if pos is None:
+            return None
+        begin = self._space(pos)
+        end = self._run(begin, TOKEN_SYMBOLS)
+        if end - begin < 2:
+            return None
+        after = self._lit(end, ":" + PREFIX_MODIFIER)
+        if after is None:
+            return self.text[begin:end], False, end
+        return self.text[begin:end], True, after
 
-    def keyword(self, kw: str) -> bool:
-        """Consumes `kw` if it is next and not merely the start of a longer word."""
-        if not self.peek(kw):
-            return False
-        after = self.pos + len(kw)
-        if after < len(self.text) and is_token_char(self.text[after], TOKEN_SYMBOLS):
-            return False
-        self.pos = after
-        return True
+    def _value(self, pos: int | None) -> tuple[str, int] | None:
+        if pos is None:
+            return None
+        begin = self._space(pos)
+        end = self._run(begin, PATH_SYMBOLS)
+        return self.text[begin:end], end
+
+    def _end(self, pos: int | None, stop: int) -> int | None:
+        """`_ END` within text[:stop]."""
+        if pos is None:
+            return None
+        pos = self._space(pos) if pos < stop else pos
+        if pos == stop:
+            return pos
+        return pos + 1 if self.text[pos] == "," else None
+
+    def _set(self, pos: int | None) -> tuple[int, int, int] | None:
+        """`_ "(" ... ")" _ END`: (inside begin, inside end, position after)."""
+        pos = self._lit(self._space(pos), "(") if pos is not None else None
+        if pos is None:
+            return None
+        close = self.text.find(")", pos)
+        if close <= pos:  # no ")", or nothing inside
+            return None
+        after = self._end(close + 1, len(self.text))
+        return (pos, close, after) if after is not None else None
+
+    def _set_values(self, begin: int, end: int, term: int) -> list[str]:
+        values = []
+        pos = begin
+        while pos < end:
+            value = self._value(pos)
+            assert value is not None  # a value's characters never include the closing ")"
+            after = self._end(value[1], end)
+            if after is None:
+                raise ValidationError(
+                    f'label selector "{self.text}" is not valid at position {pos}: parsing '
+                    f'"{self.text[term:]}": could not match "{self.text[pos:end]}" to a label selector set '
+                    "expression"
+                )
+            values.append(value[0])
+            pos = after
+        return values
+
+    def _term(self, pos: int) -> int | None:
+        n = len(self.text)
+        key = self._key(pos)
+        if key is not None:
+            name, prefix, at = key
+            op = self._space(at)
+            eq = self._lit(op, "==") or self._lit(op, "=")
+            if eq is not None and (v := self._value(eq)) and (after := self._end(v[1], n)) is not None:
+                self.include.append((name, v[0], prefix))
+                return after
+            ne = self._lit(op, "!=")
+            if ne is not None and (v := self._value(ne)) and (after := self._end(v[1], n)) is not None:
+                self.exclude.append((name, v[0], prefix))
+                return after
+            for side, kw in ((self.include, self._lit(at, " in")), (self.exclude, self._not_in(at))):
+                if kw is not None and (inside := self._set(kw)) is not None:
+                    begin, end, after = inside
+                    side.extend((name, v, prefix) for v in self._set_values(begin, end, pos))
+                    return after
+            if (after := self._end(at, n)) is not None:
+                self.include.append((name, "", prefix))
+                return after
+        bang = self._lit(self._space(pos), "!")
+        key = self._key(bang)
+        if key is not None and (after := self._end(key[2], n)) is not None:
+            self.exclude.append((key[0], "", key[1]))
+            return after
+        return None
+
+    def _not_in(self, pos: int) -> int | None:
+        at = self._lit(pos, " not")
+        return self._lit(self._space(at), "in") if at is not None else None
 
     def parse(self) -> LabelSelector:
-        self.skip_ws()
-        if self.pos == len(self.text):
-            return LabelSelector()
-        while True:
-            self.term()
-            self.skip_ws()
-            if self.pos == len(self.text):
-                break
-            if not self.peek(","):
-                raise self.fail('"," or end of selector')
-            self.pos += 1
-            self.skip_ws()
+        pos = 0
+        while pos < len(self.text):
+            after = self._term(pos)
+            if after is None:
+                raise ValidationError(
+                    f'label selector "{self.text}" is not valid at position {pos}: could not match '
+                    f'"{self.text[pos:]}" to a label selector expression'
+                )
+            pos = after
         try:
             return LabelSelector(self.include, self.exclude)
         except ValidationError as exc:
             raise ValidationError(f'label selector "{self.text}" is not valid: {exc.message}') from None
-
-    def value(self) -> str:
-        self.skip_ws()
-        return self.word(PATH_SYMBOLS, "a label value")
-
-    def term(self) -> None:
-        if self.peek("!"):
-            self.pos += 1
-            self.skip_ws()
-            name = self.word(TOKEN_SYMBOLS, "a label name")
-            if self.peek(":"):
-                raise self.fail('"," or end of term (an absent label takes no ":prefix")')
-            self.exclude.append((name, "", False))
-            return
-        name = self.word(TOKEN_SYMBOLS, 'a label name or "!"')
-        prefix = False
-        if self.peek(":"):
-            self.pos += 1
-            if not self.keyword(PREFIX_MODIFIER):
-                raise self.fail('"prefix" after ":"')
-            prefix = True
-        self.skip_ws()
-        if self.peek("!="):
-            self.pos += 2
-            self.exclude.append((name, self.value(), prefix))
-        elif self.peek("="):
-            self.pos += 2 if self.peek("==") else 1
-            self.include.append((name, self.value(), prefix))
-        elif self.keyword("in"):
-            self.include.extend((name, v, prefix) for v in self.value_set())
-        elif self.keyword("notin"):
-            self.exclude.extend((name, v, prefix) for v in self.value_set())
-        elif self.keyword("not"):
-            self.skip_ws()
-            if not self.keyword("in"):
-                raise self.fail('"in" after "not"')
-            self.exclude.extend((name, v, prefix) for v in self.value_set())
-        elif prefix:
-            raise self.fail(f'"=", "!=", "in" or "notin" after "{name}:prefix" (a prefix match needs values)')
-        elif self.pos < len(self.text) and not self.peek(","):
-            raise self.fail('an operator ("=", "==", "!=", "in", "notin"), "," or end of selector')
-        else:
-            self.include.append((name, "", False))
-
-    def value_set(self) -> list[str]:
-        self.skip_ws()
-        if not self.peek("("):
-            raise self.fail('"("')
-        self.pos += 1
-        values = [self.value()]
-        while True:
-            self.skip_ws()
-            if self.peek(")"):
-                self.pos += 1
-                return values
-            if not self.peek(","):
-                raise self.fail('"," or ")"')
-            self.pos += 1
-            values.append(self.value())

@@ -464,7 +464,7 @@ def _fields_to_yaml(fields: Mapping[str, Any]) -> dict[str, Any]:
 
 # ---- gazctl YAML hierarchy (reference 1.2, broker/journalspace) ----------------------------------
 
-_NODE_KEYS = ("name", "revision", "delete", "children")
+_NODE_KEYS = ("name", "revision", "delete", "children", "comment")  # comment: gazctl's no-op field
 _LEAF_ONLY = ("suspend_level", "suspend_offset")
 
 
@@ -495,7 +495,12 @@ def _push_down(parent: Mapping[str, Any], child: Mapping[str, Any]) -> dict[str,
 
 
 def load_specs_yaml(text: str, *, validate: bool = True) -> list[SpecChange]:
-    """Flattens gazctl-style YAML (a node tree, a list of nodes, or several documents) into changes."""
+    """Flattens gazctl-style YAML (a node tree, a list of nodes, or several documents) into changes.
+
+    The tree's rules are gazctl's (broker/journalspace): a directory's fields fill its children's unset
+    ones, its `delete` applies to each child that doesn't set its own, children are listed in name
+    order, and a directory takes no (non-zero) revision.
+    """
     try:
         docs = [d for d in yaml.safe_load_all(text) if d is not None]
     except yaml.YAMLError as exc:
@@ -505,7 +510,7 @@ def load_specs_yaml(text: str, *, validate: bool = True) -> list[SpecChange]:
         roots = doc if isinstance(doc, list) else [doc]
         for i, node in enumerate(roots):
             where = f"[{i}]" if isinstance(doc, list) else "document root"
-            _load_node(node, where, None, {}, False, changes, validate)
+            _load_node(node, where, None, {}, None, changes, validate)
     seen: set[str] = set()
     for ch in changes:
         if ch.spec.name in seen:
@@ -514,61 +519,86 @@ def load_specs_yaml(text: str, *, validate: bool = True) -> list[SpecChange]:
     return changes
 
 
+def _node_name(node: Any, where: str) -> str:
+    if not isinstance(node, Mapping):
+        raise ValidationError(f"journal specs YAML node {where} is not a mapping")
+    name = node.get("name") or ""
+    if not isinstance(name, str):
+        raise ValidationError(f"journal specs YAML node {where}: name {name!r} is not a string")
+    return name
+
+
 def _load_node(
     node: Any,
     where: str,
     parent_name: str | None,
     inherited: dict[str, Any],
-    deleting: bool,
+    inherited_delete: bool | None,
     out: list[SpecChange],
     validate: bool,
 ) -> None:
-    if not isinstance(node, Mapping):
-        raise ValidationError(f"journal specs YAML node {where} is not a mapping")
-    name = node.get("name", "")
-    if not isinstance(name, str):
-        raise ValidationError(f"journal specs YAML node {where}: name {name!r} is not a string")
+    name = _node_name(node, where)
     label = f'node "{name}"' if name else f"node {where}"
     try:
-        if parent_name is not None and not name:
-            raise ValidationError("has no name (only a top-level node may omit it)")
-        if parent_name and not name.startswith(parent_name):
+        if parent_name is not None and not name.startswith(parent_name):
+            # As gazctl (journalspace Node.Validate): a nameless node is a directory, and only a
+            # nameless parent prefixes it.
             raise ValidationError(f'name is not under its parent directory "{parent_name}"')
         own = _fields_from_yaml({k: v for k, v in node.items() if k not in _NODE_KEYS})
-        delete = node.get("delete", False)
-        if not isinstance(delete, bool):
+        delete = node.get("delete")
+        if delete is not None and not isinstance(delete, bool):
             raise ValidationError(f"delete {delete!r} is not true or false")
+        # As gazctl's PushDown: a node's own delete (true or false) wins over its directory's.
+        delete = inherited_delete if delete is None else delete
+        revision = _as_int("revision", node.get("revision") or 0)
         children: list[Any] | None = node.get("children")
+        if children is not None and not isinstance(children, list):
+            raise ValidationError("children is not a list")
         is_dir = name == "" or name.endswith("/")
         if is_dir:
-            misplaced = [k for k in ("revision", *_LEAF_ONLY) if k in node or k in own]
+            misplaced = [k for k in _LEAF_ONLY if k in own] or (["revision"] if revision else [])
             if misplaced:
                 raise ValidationError(f'"{misplaced[0]}" is allowed only on journals, not directories')
-            if children is not None and not isinstance(children, list):
-                raise ValidationError("children is not a list")
             if not children:
                 raise ValidationError('a directory (a name ending in "/", or no name) needs children')
-        elif children is not None:
+        elif children:
             raise ValidationError('a journal cannot have children (directory names end in "/")')
         fields = _push_down(inherited, own)
     except ValidationError as exc:
         raise ValidationError(f"journal specs YAML {label}: {exc.message}") from None
 
     if is_dir:
-        for i, child in enumerate(children or ()):
-            _load_node(child, f"{where}.children[{i}]", name, fields, deleting or delete, out, validate)
+        assert children
+        previous = None
+        for i, child in enumerate(children):
+            child_name = _node_name(child, f"{where}.children[{i}]")
+            if previous is not None and previous >= child_name and child_name.startswith(name):
+                # As gazctl (journalspace Node.Validate): children are in strictly increasing name order.
+                raise ValidationError(
+                    f"journal specs YAML {label}: children are not in name order "
+                    f'("{child_name}" at children[{i}] follows "{previous}")'
+                )
+            previous = child_name
+            _load_node(child, f"{where}.children[{i}]", name, fields, delete, out, validate)
         return
     try:
-        revision = _as_int("revision", node.get("revision", 0))
         spec = JournalSpec(name=name, **fields)
-        delete = deleting or delete
-        if delete and revision == 0:
-            raise ValidationError("delete needs a revision (the journal's mod revision, or -1 for any)")
-        if validate and not delete:
-            spec.validate()
+        if delete:
+            # As Gazette's ApplyRequest.Change validation.
+            if revision <= 0 and revision != -1:
+                raise ValidationError(
+                    f"delete needs a revision (the journal's mod revision, or -1 for any), not {revision}"
+                )
+            if validate:
+                validate_journal_name(name)  # only its name matters
+        else:
+            if revision < -1:
+                raise ValidationError(f"revision {revision} is not valid (expected >= 0, or -1 for any)")
+            if validate:
+                spec.validate()
     except ValidationError as exc:
         raise ValidationError(f"journal specs YAML {label}: {exc.message}") from None
-    out.append(SpecChange(spec=spec, expect_mod_revision=revision, delete=delete))
+    out.append(SpecChange(spec=spec, expect_mod_revision=revision, delete=bool(delete)))
 
 
 @dataclasses.dataclass

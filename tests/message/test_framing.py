@@ -184,12 +184,15 @@ def test_json_round_trip(messages: list[dict], uids: list, start: int, cuts: lis
 
 
 fields = st.text(alphabet=st.characters(blacklist_characters="\x00"), max_size=12)
-rows = st.lists(fields, min_size=1, max_size=5)
+# Rows of one width: a read fails at a record whose width differs from the first one's.
+same_width_rows = st.integers(1, 5).flatmap(
+    lambda n: st.lists(st.lists(fields, min_size=n, max_size=n), min_size=1, max_size=6)
+)
 
 
 @settings(max_examples=60, deadline=None, derandomize=True)
 @given(
-    messages=st.lists(rows, min_size=1, max_size=6),
+    messages=same_width_rows,
     uids=st.lists(uuids, min_size=6, max_size=6),
     cuts=st.lists(st.integers(0, 600), max_size=8),
 )
@@ -371,22 +374,46 @@ def test_json_one_byte_at_a_time_matches_whole() -> None:
 def test_csv_one_byte_at_a_time_matches_whole() -> None:
     framing = CSVFraming()
     data = (
-        framing.encode(["", 'q"\n"', "\r\n", ""], UUID_A)
-        + b",plain\r\n"
+        framing.encode(["", 'q"\n"', "\r\n"], UUID_A)
+        + b",plain,\r\n"
+        + b"\n\r\n"  # blank lines are skipped
         + framing.encode(["", "", '""'], UUID_B)
-        + b'"",""\n'
+        + b'"","",\n'
     )
     whole = framing.decoder("c", 0).feed(data)
     dec = framing.decoder("c", 0)
     single = [env for i in range(len(data)) for env in dec.feed(data[i : i + 1])]
     assert single == whole
     assert [e.message for e in whole] == [
-        [str(UUID_A), 'q"\n"', "\r\n", ""],
-        ["", "plain"],
+        [str(UUID_A), 'q"\n"', "\r\n"],
+        ["", "plain", ""],
         [str(UUID_B), "", '""'],
-        ["", ""],
+        ["", "", ""],
     ]
+    assert whole[2].begin == data.index(str(UUID_B).encode())  # a record's bytes, not the blank lines
     assert whole[-1].end == len(data)
+
+
+def test_csv_record_of_another_width_fails_the_read_there() -> None:
+    """As Gazette's TestCSVFramingErrorsIfFieldsChange: the first record read fixes the width."""
+    framing = CSVFraming()
+    first, second = framing.encode(["", "foo", "bar"], UUID_A), framing.encode(["", "baz"], UUID_B)
+    third = framing.encode(["", "x", "y"], UUID_B)
+    dec = framing.decoder("w/csv", 100)
+    with pytest.raises(FramingError) as exc:
+        dec.feed(first + second + third)
+    err = exc.value
+    assert [e.message for e in err.envelopes] == [[str(UUID_A), "foo", "bar"]]
+    b = 100 + len(first)
+    assert (err.journal, err.begin, err.end) == ("w/csv", b, b + len(second))
+    assert str(err) == (
+        f"CSV record at [{b}, {b + len(second)}) of journal 'w/csv' has 2 fields, but the first record read "
+        "(at offset 100) has 3: every record must have as many"
+    )
+    # Past the bad record, records of the first width decode on.
+    assert [e.message for e in dec.feed(b"")] == [[str(UUID_B), "x", "y"]]
+    # Each decoder (each read) takes its width from its own first record.
+    assert [e.message for e in framing.decoder("w/csv", b).feed(second)] == [[str(UUID_B), "baz"]]
 
 
 def test_csv_bad_records() -> None:

@@ -3,6 +3,10 @@
 Messages are rows (lists of strings, column 0 included). A record ends at a newline outside quotes:
 with RFC 4180 quoting that is a newline preceded by an even number of `"` since the record began,
 so record boundaries are found on bytes and each record is parsed by the csv module.
+
+As Gazette's CSV framing (Go's encoding/csv reader, one per read): every record must have as many
+fields as the first record the decoder read, and a blank line is skipped. (Gazette counts a skipped
+blank line into the next message's begin offset; here each record's [begin, end) is its own bytes.)
 """
 
 from __future__ import annotations
@@ -26,6 +30,8 @@ class CSVDecoder(Decoder):
         super().__init__(journal, offset)
         self._scanned = 0  # bytes of _buf already scanned for newlines
         self._quoted = False  # an odd number of quotes in _buf[:_scanned]
+        self._fields: int | None = None  # field count of the first record read
+        self._first: int = offset  # where that record began
 
     def feed(self, data: bytes) -> list[Envelope]:
         self._buf += data
@@ -42,6 +48,8 @@ class CSVDecoder(Decoder):
                 if quoted:
                     continue  # a newline inside a quoted field
                 begin, pos = pos, i
+                if pos - begin <= 2 and buf[begin:pos] in (b"\n", b"\r\n"):
+                    continue  # a blank line is no record (as Go's csv.Reader, which skips it)
                 out.append(self._envelope(bytes(buf[begin:pos]), base + begin, base + pos))
             quoted ^= buf.count(b'"', i) & 1 == 1
             i = len(buf)
@@ -75,6 +83,18 @@ class CSVDecoder(Decoder):
                 end=end,
             )
         row = rows[0]
+        if self._fields is None:
+            self._fields, self._first = len(row), begin
+        elif len(row) != self._fields:
+            # As Gazette's CSV framing (encoding/csv's ErrFieldCount): the read fails at this record.
+            raise FramingError(
+                f"CSV record at [{begin}, {end}) of journal {self.journal!r} has {len(row)} fields, but "
+                f"the first record read (at offset {self._first}) has {self._fields}: every record must "
+                "have as many",
+                journal=self.journal,
+                begin=begin,
+                end=end,
+            )
         producer, clock, flags = self._uuid_fields(row[0] if row else None, begin, end)
         return Envelope(self.journal, begin, end, row, None, producer, clock, flags)
 
