@@ -162,8 +162,8 @@ def test_invalid_journal_name_in_yaml_is_one_line_and_applies_nothing(
             name: cli/bad/
             fragment: {{stores: ["{cluster.store}"]}}
             children:
-              - name: cli/bad/fine
               - name: cli/bad//doubled
+              - name: cli/bad/fine
             """
         )
     )
