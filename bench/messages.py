@@ -132,7 +132,7 @@ def publish(client: Client, journal: str, messages: list[dict[str, Any]], txn: b
             for i in range(0, len(messages), TXN_MESSAGES):
                 for m in messages[i : i + TXN_MESSAGES]:
                     pub.publish_uncommitted(journal, m)
-                for name, ack in pub.build_ack_intents():  # appended in order after the messages
+                for name, ack in pub.build_ack_intents(after_messages=True):  # the service's order puts them after
                     pub.service.append(name, ack)
         else:
             for m in messages:

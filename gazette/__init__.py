@@ -14,12 +14,33 @@ _os.environ.setdefault("GRPC_VERBOSITY", "ERROR")
 
 from gazette import aio  # noqa: E402
 from gazette.client.sync import Client, connect  # noqa: E402
+from gazette.client.timeouts import CallTimeout  # noqa: E402
 from gazette.fragment.fragment import Fragment  # noqa: E402
 from gazette.protocol.errors import GazetteError  # noqa: E402
 from gazette.protocol.spec import JournalSpec  # noqa: E402
 from gazette.protocol.status import Status  # noqa: E402
 
-__all__ = ["Client", "Fragment", "GazetteError", "JournalSpec", "Status", "aio", "connect"]
+__all__ = ["CallTimeout", "Client", "Fragment", "GazetteError", "JournalSpec", "Status", "aio", "connect"]
+
+
+def _version() -> str:
+    """The installed distribution's version, else (a source tree never installed) pyproject's."""
+    from importlib import metadata
+
+    try:
+        return metadata.version("gazette-py")
+    except metadata.PackageNotFoundError:
+        import pathlib
+        import tomllib
+
+        pyproject = pathlib.Path(__file__).resolve().parent.parent / "pyproject.toml"
+        try:
+            return str(tomllib.loads(pyproject.read_text())["project"]["version"])
+        except (OSError, KeyError, tomllib.TOMLDecodeError):
+            return "0+unknown"
+
+
+__version__ = _version()
 
 
 def load_ipython_extension(ipython) -> None:  # noqa: ANN001

@@ -5,5 +5,17 @@ Imports protocol and fragment (types only); never the broker.
 
 from gazette.client.aio import AppendResult, AsyncClient, JournalInfo, ReadChunk, Route
 from gazette.client.sync import Client, connect
+from gazette.client.timeouts import DEFAULT_TIMEOUT_S, USE_CLIENT_DEFAULT, CallTimeout
 
-__all__ = ["AppendResult", "AsyncClient", "Client", "JournalInfo", "ReadChunk", "Route", "connect"]
+__all__ = [
+    "DEFAULT_TIMEOUT_S",
+    "USE_CLIENT_DEFAULT",
+    "AppendResult",
+    "AsyncClient",
+    "CallTimeout",
+    "Client",
+    "JournalInfo",
+    "ReadChunk",
+    "Route",
+    "connect",
+]

@@ -5,11 +5,14 @@ the RetryReader of 3.5: they resume from the last offset after stream breaks, to
 and end at the write head unless blocking. Every failure is a `GazetteError` carrying the status.
 Given several broker endpoints, a call that finds its broker UNAVAILABLE moves on to the next one,
 so a client survives the loss of the broker it was talking to (any broker proxies any journal).
+Every call is bounded by a timeout (the client's default unless given; `timeouts.py`): retries stop
+there with a CallTimeout naming the journal, the broker and the last status, never hanging the caller.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import dataclasses
 from collections.abc import AsyncIterator, Iterable, Sequence
 from typing import NamedTuple
@@ -17,6 +20,14 @@ from typing import NamedTuple
 import grpc
 from google.protobuf.duration_pb2 import Duration
 
+from gazette.client.timeouts import (
+    DEFAULT_TIMEOUT_S,
+    USE_CLIENT_DEFAULT,
+    CallTrace,
+    Timeout,
+    check_timeout,
+    resolve_timeout,
+)
 from gazette.fragment.fragment import Fragment
 from gazette.protocol import broker_pb2 as pb
 from gazette.protocol import broker_pb2_grpc as pb_grpc
@@ -42,6 +53,8 @@ MAX_RETRY_ATTEMPTS = 20
 _READ_RETRY_STATUSES = frozenset(
     {Status.NOT_JOURNAL_BROKER, Status.INSUFFICIENT_JOURNAL_BROKERS, Status.NO_JOURNAL_PRIMARY_BROKER}
 )
+# Looking up a journal's replication to explain INSUFFICIENT_JOURNAL_BROKERS takes at most this long.
+EXPLAIN_LOOKUP_TIMEOUT_S = 2.0
 
 
 @dataclasses.dataclass(frozen=True)
@@ -86,6 +99,26 @@ def _backoff(attempt: int) -> float:
     return RETRY_BACKOFF_S[min(attempt, len(RETRY_BACKOFF_S) - 1)]
 
 
+class _Budget:
+    """One timeout shared by the steps of a call: `left()` is what remains for the next step."""
+
+    def __init__(self, seconds: float | None) -> None:
+        self._deadline = None if seconds is None else asyncio.get_running_loop().time() + seconds
+
+    def __call__(self) -> float | None:
+        if self._deadline is None:
+            return None
+        # At least a moment: a step started with nothing left runs out at once, with its own message.
+        return max(self._deadline - asyncio.get_running_loop().time(), 0.001)
+
+
+def _names(names: Iterable[str], shown: int = 3) -> str:
+    """Journal names for a message: the first `shown`, then how many more."""
+    names = list(names)
+    more = f" and {len(names) - shown} more" if len(names) > shown else ""
+    return (", ".join(names[:shown]) + more) or "journals"
+
+
 def _check(status: int, what: str, **context) -> None:
     if status != Status.OK:
         raise GazetteError(Status(status), what, **context)
@@ -104,10 +137,19 @@ class AsyncClient:
     """Talks to a broker address (brokers proxy to the journal's primary or members as needed).
 
     `broker` may list several endpoints (comma-separated or a sequence): calls use one at a time
-    and move to the next when it is UNAVAILABLE.
+    and move to the next when it is UNAVAILABLE. `timeout` (seconds, None: no bound) is the default
+    of every call's `timeout=`, except blocking reads, which wait as long as they are asked to
+    unless given one: a call that runs out raises `CallTimeout` instead of retrying for ever.
     """
 
-    def __init__(self, broker: str | Sequence[str] = "http://127.0.0.1:8080", etcd: str | None = None) -> None:
+    def __init__(
+        self,
+        broker: str | Sequence[str] = "http://127.0.0.1:8080",
+        etcd: str | None = None,
+        *,
+        timeout: float | None = DEFAULT_TIMEOUT_S,
+    ) -> None:
+        self.timeout = check_timeout(timeout)
         self.endpoints = broker_endpoints(broker)
         self.broker = ",".join(self.endpoints)
         self.etcd = etcd
@@ -146,11 +188,14 @@ class AsyncClient:
         await self.close()
 
     # --- journal space ---------------------------------------------------------------------------
-    async def apply_journals(self, changes: Iterable[JournalSpec | SpecChange]) -> int:
+    async def apply_journals(
+        self, changes: Iterable[JournalSpec | SpecChange], *, timeout: Timeout = USE_CLIENT_DEFAULT
+    ) -> int:
         """Creates, updates or deletes journals atomically; returns the etcd revision applied at.
 
         A plain JournalSpec is created or overwritten (expect_mod_revision -1); pass SpecChange
-        values (as `journals apply` YAML yields) for compare-and-swap or deletion.
+        values (as `journals apply` YAML yields) for compare-and-swap or deletion. CallTimeout after
+        `timeout` seconds (the client's default unless given).
         """
         req = pb.ApplyRequest()
         for ch in changes:
@@ -161,33 +206,50 @@ class AsyncClient:
             else:
                 ch.spec.validate()
                 req.changes.add(expect_mod_revision=ch.expect_mod_revision, upsert=ch.spec.to_proto())
-        resp = await self._unary("Apply", req)
+        subject = _names(c.upsert.name if c.HasField("upsert") else c.delete for c in req.changes)
+        async with self._bounded(timeout, CallTrace("apply of", subject)) as trace:
+            resp = await self._unary("Apply", req, trace)
         _check(resp.status, "apply failed: a journal's mod revision did not match (re-list and retry)")
         return resp.header.etcd.revision
 
-    async def delete_journals(self, names: Iterable[str]) -> int:
-        req = pb.ApplyRequest(changes=[pb.ApplyRequest.Change(expect_mod_revision=-1, delete=n) for n in names])
-        resp = await self._unary("Apply", req)
+    async def delete_journals(self, names: Iterable[str], *, timeout: Timeout = USE_CLIENT_DEFAULT) -> int:
+        """Deletes the named journals atomically; returns the etcd revision (CallTimeout after `timeout`)."""
+        names = list(names)
+        req = pb.ApplyRequest(
+            changes=[pb.ApplyRequest.Change(expect_mod_revision=-1, delete=n) for n in names]
+        )
+        async with self._bounded(timeout, CallTrace("delete of", _names(names))) as trace:
+            resp = await self._unary("Apply", req, trace)
         _check(resp.status, "delete failed")
         return resp.header.etcd.revision
 
     async def list_journals(
-        self, selector: str | LabelSelector | None = None, *, patient: bool = False
+        self,
+        selector: str | LabelSelector | None = None,
+        *,
+        patient: bool = False,
+        timeout: Timeout = USE_CLIENT_DEFAULT,
     ) -> list[JournalInfo]:
         """Journals matching `selector`. Tries each broker once unless `patient` (then it retries
-        UNAVAILABLE with backoff, as appends do: for callers that must ride through broker restarts)."""
+        UNAVAILABLE with backoff, as appends do: for callers that must ride through broker restarts),
+        and in any case gives up with CallTimeout after `timeout` seconds (the client's default)."""
         sel = selector if isinstance(selector, LabelSelector) else LabelSelector.parse(selector or "")
+        trace = CallTrace("listing of journals", f"matching {str(sel)!r}" if str(sel) else "")
 
         async def listing(stub: pb_grpc.JournalStub) -> list[JournalInfo]:
             out: list[JournalInfo] = []
             async for resp in stub.List(pb.ListRequest(selector=sel.to_proto())):
                 if resp.header.HasField("etcd"):
+                    trace.saw(resp.status)
                     _check(resp.status, "list failed")
                 for j in resp.journals:
-                    out.append(JournalInfo(JournalSpec.from_proto(j.spec), Route.from_proto(j.route), j.mod_revision))
+                    out.append(
+                        JournalInfo(JournalSpec.from_proto(j.spec), Route.from_proto(j.route), j.mod_revision)
+                    )
             return out
 
-        return await self._call(listing, patient=patient)
+        async with self._bounded(timeout, trace):
+            return await self._call(listing, trace, patient=patient)
 
     # --- append ----------------------------------------------------------------------------------
     async def append(
@@ -200,17 +262,28 @@ class AsyncClient:
         subtract_registers: LabelSet | dict[str, str] | None = None,
         offset: int | None = None,
         suspend: int = 0,
+        timeout: Timeout = USE_CLIENT_DEFAULT,
+        _trace: CallTrace | None = None,
     ) -> AppendResult:
         """Appends `data` atomically: all of it lands contiguously, or none of it.
 
         `suspend` is an AppendRequest.Suspend value (default SUSPEND_RESUME); `reset_head` uses KEEP.
+        While the journal's route is in flux (no primary, too few brokers) or a broker is UNAVAILABLE
+        the append is retried, for at most `timeout` seconds (the client's default unless given): then
+        CallTimeout names the broker and the last status, e.g. for INSUFFICIENT_JOURNAL_BROKERS how
+        many brokers the journal needs and how many are alive. (`_trace`: the AppendService's record
+        of what its attempts saw.)
         """
         validate_journal_name(journal, allow_meta=True)
         parts = [data] if isinstance(data, bytes | bytearray | memoryview) else list(data)
         first = pb.AppendRequest(journal=journal, offset=offset or 0)
         first.suspend = suspend  # type: ignore[assignment]
         if check_registers is not None:
-            sel = check_registers if isinstance(check_registers, LabelSelector) else LabelSelector.parse(check_registers)
+            sel = (
+                check_registers
+                if isinstance(check_registers, LabelSelector)
+                else LabelSelector.parse(check_registers)
+            )
             first.check_registers.CopyFrom(sel.to_proto())
         if union_registers:
             first.union_registers.CopyFrom(LabelSet(union_registers).to_proto())
@@ -225,36 +298,48 @@ class AsyncClient:
                     yield pb.AppendRequest(content=bytes(view[i : i + APPEND_CHUNK_BYTES]))
             yield pb.AppendRequest()  # the empty message commits; half-close follows
 
-        resp = await self._call(lambda stub: stub.Append(requests()), retry_statuses=APPEND_RETRY_STATUSES)
+        trace = _trace if _trace is not None else CallTrace("append to", journal)
+        async with self._bounded(timeout, trace):
+            resp = await self._call(
+                lambda stub: stub.Append(requests()),
+                trace,
+                retry_statuses=APPEND_RETRY_STATUSES,
+                journal=journal,
+            )
         status = Status(resp.status)
         registers = LabelSet.from_proto(resp.registers)
         if status != Status.OK:
             raise GazetteError(
                 status,
-                _append_message(status, journal, resp),
+                _append_message(status, journal, resp, trace),
                 registers=registers,
                 store_health_error=resp.store_health_error,
             )
         c = resp.commit
         return AppendResult(journal, c.begin, c.end, Fragment.from_proto(c).sha1, registers)
 
-    async def reset_head(self, journal: str) -> int:
+    async def reset_head(self, journal: str, *, timeout: Timeout = USE_CLIENT_DEFAULT) -> int:
         """Reference 4.5: re-syncs the journal's pipeline at its indexed head (after consistency was
         lost and appends fail INDEX_HAS_GREATER_OFFSET). Returns the head; a concurrent write that
-        moved the head first (WRONG_APPEND_OFFSET) is benign and returns the new head."""
-        head = await self.read_head(journal)
+        moved the head first (WRONG_APPEND_OFFSET) is benign and returns the new head. Its steps
+        share one `timeout` (the client's default unless given); the step that runs out raises
+        CallTimeout."""
+        left = _Budget(resolve_timeout(timeout, self.timeout))
+        head = await self.read_head(journal, timeout=left())
         # SUSPEND_KEEP (do not resume a partially suspended journal) is newer than some Gazette
         # brokers, which refuse it as an invalid variant (v0.103.0 does). On a journal that is not
         # suspended the default, SUSPEND_RESUME, does the same and every broker knows it.
-        listing = await self.list_journals(LabelSelector(include=[("name", journal.partition(";")[0])]))
+        listing = await self.list_journals(
+            LabelSelector(include=[("name", journal.partition(";")[0])]), timeout=left()
+        )
         suspended = any(i.spec.suspend_level != SuspendLevel.NONE for i in listing)
         suspend = pb.AppendRequest.SUSPEND_KEEP if suspended else pb.AppendRequest.SUSPEND_RESUME
         try:
-            await self.append(journal, b"", offset=head, suspend=suspend)
+            await self.append(journal, b"", offset=head, suspend=suspend, timeout=left())
         except GazetteError as exc:
             if exc.status != Status.WRONG_APPEND_OFFSET:
                 raise
-            return await self.read_head(journal)
+            return await self.read_head(journal, timeout=left())
         return head
 
     # --- read ------------------------------------------------------------------------------------
@@ -266,30 +351,69 @@ class AsyncClient:
         block: bool = False,
         end_offset: int | None = None,
         begin_mod_time: int = 0,
+        timeout: Timeout = USE_CLIENT_DEFAULT,
     ) -> AsyncIterator[ReadChunk]:
-        """Yields committed content from `offset`; non-blocking reads stop at the write head."""
+        """Yields committed content from `offset`; non-blocking reads stop at the write head.
+
+        `timeout` bounds each wait for the next chunk (time spent by the caller between chunks does
+        not count, and a read that keeps delivering is never cut short): a non-blocking read uses
+        the client's default unless given one; a blocking read waits as long as asked unless given
+        one, then ends with CallTimeout (naming the offset it waited at, the broker, the last status).
+        """
         validate_journal_name(journal, allow_meta=True)
+        seconds = resolve_timeout(timeout, None if block else self.timeout)
+        loop = asyncio.get_running_loop()
+        trace = CallTrace("read of", journal)
         attempt = 0
         write_head = 0
         fragment: Fragment | None = None
+        deadline = None if seconds is None else loop.time() + seconds
+
+        def timed_out() -> Exception:
+            if trace.status == Status.OK or not (trace.status or trace.detail):  # it waited for content
+                seen = "OK, but" if trace.status == Status.OK else "none:"
+                trace.status, trace.detail = None, f"{seen} no content came at offset {offset}"
+            return trace.timeout_error(seconds)
+
         while True:
             if end_offset is not None and offset >= end_offset:
                 return
             req = pb.ReadRequest(
-                journal=journal, offset=offset, block=block, end_offset=end_offset or 0, begin_mod_time=begin_mod_time
+                journal=journal,
+                offset=offset,
+                block=block,
+                end_offset=end_offset or 0,
+                begin_mod_time=begin_mod_time,
             )
             stub = self.stub
+            trace.endpoint = self.endpoint
             call = stub.Read(req)
+            responses = aiter(call)
             try:
-                async for resp in call:
+                while True:
+                    try:
+                        async with asyncio.timeout_at(deadline) as bound:
+                            resp = await anext(responses)
+                    except StopAsyncIteration:
+                        break
+                    except TimeoutError:
+                        if bound.expired():
+                            raise timed_out() from None
+                        raise
                     if resp.content:
                         if resp.offset != offset:
-                            raise GazetteError(Status.OK, f"read of {journal} got content at {resp.offset}, expected {offset}")
+                            raise GazetteError(
+                                Status.OK,
+                                f"read of {journal} got content at {resp.offset}, expected {offset}",
+                            )
                         yield ReadChunk(offset, resp.content, write_head, fragment)
                         offset += len(resp.content)
                         attempt = 0
+                        if seconds is not None:  # progress: the next chunk has a fresh bound
+                            deadline = loop.time() + seconds
                         continue
                     status = Status(resp.status)
+                    trace.saw(status)
                     write_head = resp.write_head or write_head
                     if status == Status.OFFSET_NOT_YET_AVAILABLE and not block:
                         return
@@ -297,36 +421,60 @@ class AsyncClient:
                         offset = resp.offset  # may jump forward past a deleted range
                         fragment = Fragment.from_proto(resp.fragment) if resp.HasField("fragment") else None
                         continue
+                    if status == Status.INSUFFICIENT_JOURNAL_BROKERS:
+                        await self._explain_insufficient(trace, resp.header, journal)
                     if status in _READ_RETRY_STATUSES and attempt < 8:
                         break  # transient: retry below
-                    raise GazetteError(status, f"read of {journal} at offset {offset} failed")
+                    message = f"read of {journal} at offset {offset} failed"
+                    if status == Status.INSUFFICIENT_JOURNAL_BROKERS:
+                        message += f": {trace.insufficient_brokers()}"
+                    raise GazetteError(status, message)
             except grpc.aio.AioRpcError as exc:
+                trace.saw_rpc_error(exc)
                 if exc.code() != grpc.StatusCode.UNAVAILABLE or attempt >= MAX_RETRY_ATTEMPTS:
                     raise _from_rpc_error(exc) from exc
                 self.failover(stub)
             finally:
                 call.cancel()
-            await asyncio.sleep(_backoff(attempt))
+            pause = _backoff(attempt)
+            if deadline is not None:
+                if loop.time() + pause >= deadline:
+                    await asyncio.sleep(max(deadline - loop.time(), 0.0))
+                    raise timed_out()
+            await asyncio.sleep(pause)
             attempt += 1
 
-    async def read_all(self, journal: str, offset: int = 0, end_offset: int | None = None) -> bytes:
+    async def read_all(
+        self,
+        journal: str,
+        offset: int = 0,
+        end_offset: int | None = None,
+        *,
+        timeout: Timeout = USE_CLIENT_DEFAULT,
+    ) -> bytes:
+        """The committed content from `offset` to the write head (or `end_offset`); `timeout` bounds
+        each wait for the next chunk, as in `read`."""
         out = bytearray()
-        async for chunk in self.read(journal, offset, end_offset=end_offset):
+        async for chunk in self.read(journal, offset, end_offset=end_offset, timeout=timeout):
             out += chunk.content
         return bytes(out)
 
-    async def read_head(self, journal: str) -> int:
-        """The journal's current write head (a metadata-only read at offset -1)."""
+    async def read_head(self, journal: str, *, timeout: Timeout = USE_CLIENT_DEFAULT) -> int:
+        """The journal's current write head (a metadata-only read at offset -1); CallTimeout after
+        `timeout` seconds (the client's default unless given)."""
         validate_journal_name(journal, allow_meta=True)
+        trace = CallTrace("write head of", journal)
 
         async def head(stub: pb_grpc.JournalStub) -> int:
             async for resp in stub.Read(pb.ReadRequest(journal=journal, offset=-1, metadata_only=True)):
+                trace.saw(resp.status)
                 if resp.status not in (Status.OK, Status.OFFSET_NOT_YET_AVAILABLE):
                     raise GazetteError(Status(resp.status), f"reading the write head of {journal} failed")
                 return resp.write_head
             return 0
 
-        return await self._call(head, patient=False)
+        async with self._bounded(timeout, trace):
+            return await self._call(head, trace, patient=False)
 
     # --- fragments -------------------------------------------------------------------------------
     async def list_fragments(
@@ -335,36 +483,54 @@ class AsyncClient:
         *,
         begin_mod_time: int = 0,
         end_mod_time: int = 0,
+        timeout: Timeout = USE_CLIENT_DEFAULT,
     ) -> list[Fragment]:
-        """The journal's fragments (its index's CoverSet): persisted ones and those still spooled."""
-        return [f for f, _ in await self.fragments_with_urls(journal, begin_mod_time, end_mod_time)]
+        """The journal's fragments (its index's CoverSet): persisted ones and those still spooled.
+        CallTimeout after `timeout` seconds (the client's default unless given)."""
+        listed = await self.fragments_with_urls(journal, begin_mod_time, end_mod_time, timeout=timeout)
+        return [f for f, _ in listed]
 
     async def fragments_with_urls(
-        self, journal: str, begin_mod_time: int = 0, end_mod_time: int = 0, signature_ttl_s: float = 0.0
+        self,
+        journal: str,
+        begin_mod_time: int = 0,
+        end_mod_time: int = 0,
+        signature_ttl_s: float = 0.0,
+        *,
+        timeout: Timeout = USE_CLIENT_DEFAULT,
     ) -> list[tuple[Fragment, str]]:
-        """As `list_fragments`, each with a signed GET URL valid `signature_ttl_s` ("" if unpersisted)."""
+        """As `list_fragments`, each with a signed GET URL valid `signature_ttl_s` ("" if unpersisted).
+        Every page shares the one `timeout`."""
         validate_journal_name(journal)
         out: list[tuple[Fragment, str]] = []
         token = 0
-        while True:
-            req = pb.FragmentsRequest(
-                journal=journal, begin_mod_time=begin_mod_time, end_mod_time=end_mod_time, next_page_token=token
-            )
-            if signature_ttl_s:
-                req.signatureTTL.CopyFrom(Duration(seconds=int(signature_ttl_s)))
-            resp = await self._unary("ListFragments", req)
-            _check(resp.status, f"listing fragments of {journal} failed")
-            out.extend((Fragment.from_proto(f.spec), f.signed_url) for f in resp.fragments)
-            token = resp.next_page_token
-            if not token:
-                return out
+        async with self._bounded(timeout, CallTrace("listing of fragments of", journal)) as trace:
+            while True:
+                req = pb.FragmentsRequest(
+                    journal=journal,
+                    begin_mod_time=begin_mod_time,
+                    end_mod_time=end_mod_time,
+                    next_page_token=token,
+                )
+                if signature_ttl_s:
+                    req.signatureTTL.CopyFrom(Duration(seconds=int(signature_ttl_s)))
+                resp = await self._unary("ListFragments", req, trace)
+                _check(resp.status, f"listing fragments of {journal} failed")
+                out.extend((Fragment.from_proto(f.spec), f.signed_url) for f in resp.fragments)
+                token = resp.next_page_token
+                if not token:
+                    return out
 
-    async def flush(self, journal: str) -> Fragment | None:
-        """Rolls the journal's spool and returns once it is persisted (None: nothing to persist)."""
+    async def flush(self, journal: str, *, timeout: Timeout = USE_CLIENT_DEFAULT) -> Fragment | None:
+        """Rolls the journal's spool and returns once it is persisted (None: nothing to persist).
+        CallTimeout after `timeout` seconds (the client's default unless given)."""
         validate_journal_name(journal)
         req = gpy.FlushRequest(journal=journal)
         try:
-            resp = await self._call(lambda stub: self._flushers[self._stubs.index(stub)].Flush(req))
+            async with self._bounded(timeout, CallTrace("flush of", journal)) as trace:
+                resp = await self._call(
+                    lambda stub: self._flushers[self._stubs.index(stub)].Flush(req), trace
+                )
         except GazetteError as exc:
             code = getattr(exc, "grpc_code", None)
             if code == grpc.StatusCode.UNIMPLEMENTED.name:
@@ -379,31 +545,84 @@ class AsyncClient:
         _check(resp.status, f"flush of {journal} failed: {resp.store_error}".rstrip(": "))
         return Fragment.from_proto(resp.fragment) if resp.HasField("fragment") else None
 
-    async def _unary(self, method_name: str, req):
-        return await self._call(lambda stub: getattr(stub, method_name)(req))
+    # --- calls -----------------------------------------------------------------------------------
+    @contextlib.asynccontextmanager
+    async def _bounded(self, timeout: Timeout, trace: CallTrace) -> AsyncIterator[CallTrace]:
+        """Runs the block within `timeout` (the client's default for USE_CLIENT_DEFAULT); running
+        out raises the CallTimeout of `trace`, which the block keeps up to date."""
+        seconds = resolve_timeout(timeout, self.timeout)
+        trace.endpoint = trace.endpoint or self.endpoint
+        if seconds is None:
+            yield trace
+            return
+        try:
+            async with asyncio.timeout(seconds) as bound:
+                yield trace
+        except TimeoutError:
+            if not bound.expired():
+                raise  # a nested call's own CallTimeout, or a TimeoutError of the block
+            raise trace.timeout_error(seconds) from None
 
-    async def _call(self, make_call, retry_statuses: frozenset[Status] = frozenset(), patient: bool = True):
+    async def _explain_insufficient(self, trace: CallTrace, header: pb.Header, journal: str) -> None:
+        """Notes in `trace` what INSUFFICIENT_JOURNAL_BROKERS lacks: the brokers of the journal's route
+        (from the response's header) and, looked up once, the replication its spec asks for."""
+        if header.HasField("route"):
+            trace.route_members = tuple(f"{m.zone}#{m.suffix}" for m in header.route.members)
+        if trace.replication is not None:
+            return
+        trace.replication = 0  # looked up once per call, found or not
+        try:
+            async with asyncio.timeout(EXPLAIN_LOOKUP_TIMEOUT_S):
+                listing = await self.list_journals(
+                    LabelSelector(include=[("name", journal.partition(";")[0])]), timeout=None
+                )
+        except (GazetteError, TimeoutError):
+            return  # the message says less, the call goes on
+        if listing:
+            trace.replication = listing[0].spec.replication
+            if trace.route_members is None:
+                trace.route_members = tuple(f"{z}#{s}" for z, s in listing[0].route.members)
+
+    async def _unary(self, method_name: str, req, trace: CallTrace):
+        return await self._call(lambda stub: getattr(stub, method_name)(req), trace)
+
+    async def _call(
+        self,
+        make_call,
+        trace: CallTrace,
+        retry_statuses: frozenset[Status] = frozenset(),
+        patient: bool = True,
+        journal: str = "",
+    ):
         """Runs an RPC (made anew per attempt on the endpoint in use), retrying gRPC UNAVAILABLE
-        (on the next endpoint) and `retry_statuses`. An impatient call (a listing, a head) tries
-        each endpoint once, so a mistyped or dead broker address fails at once."""
+        (on the next endpoint) and `retry_statuses`, noting each attempt in `trace`. An impatient
+        call (a listing, a head) tries each endpoint once, so a mistyped or dead broker address fails
+        at once. The caller bounds the whole (`_bounded`); the attempt count bounds it too."""
         attempt = 0
         unavailable_attempts = MAX_RETRY_ATTEMPTS if patient else len(self.endpoints) - 1
         while True:
             stub = self.stub
+            trace.endpoint = self.endpoint
             try:
                 resp = await make_call(stub)
             except grpc.aio.AioRpcError as exc:
+                trace.saw_rpc_error(exc)
                 if exc.code() != grpc.StatusCode.UNAVAILABLE or attempt >= unavailable_attempts:
                     raise _from_rpc_error(exc) from exc
                 self.failover(stub)
             else:
-                if not retry_statuses or resp.status not in retry_statuses or attempt >= MAX_RETRY_ATTEMPTS:
+                status = getattr(resp, "status", Status.OK)
+                if status != Status.OK:
+                    trace.saw(status)
+                    if status == Status.INSUFFICIENT_JOURNAL_BROKERS and journal:
+                        await self._explain_insufficient(trace, resp.header, journal)
+                if not retry_statuses or status not in retry_statuses or attempt >= MAX_RETRY_ATTEMPTS:
                     return resp
             await asyncio.sleep(_backoff(attempt))
             attempt += 1
 
 
-def _append_message(status: Status, journal: str, resp: pb.AppendResponse) -> str:
+def _append_message(status: Status, journal: str, resp: pb.AppendResponse, trace: CallTrace) -> str:
     if status == Status.REGISTER_MISMATCH:
         return f"append to {journal}: registers {LabelSet.from_proto(resp.registers)!r} do not match check_registers"
     if status == Status.WRONG_APPEND_OFFSET:
@@ -419,6 +638,8 @@ def _append_message(status: Status, journal: str, resp: pb.AppendResponse) -> st
         )
     if status == Status.NOT_ALLOWED:
         return f"append to {journal}: the journal is not writable (O_RDONLY)"
+    if status == Status.INSUFFICIENT_JOURNAL_BROKERS:
+        return f"append to {journal} at broker {trace.endpoint}: {trace.insufficient_brokers()}"
     return f"append to {journal} failed"
 
 

@@ -4,7 +4,9 @@ Writes to a journal go into its open batch (a bytearray); each batch becomes one
 journal's next batch starts only after the previous one's result, so bytes land in write order while
 later writes keep buffering. Writers on any thread share a batch's future instead of paying a future
 (or a loop wake-up) per write. Transient failures retry forever; terminal statuses fail the batch
-and latch an error on the journal. Imports only the client layer and the protocol.
+and latch an error on the journal. Each attempt is bounded by the client's timeout, and waiting for
+batches (`flush`, `wait`, `close`) by the caller's: a CallTimeout names each stuck journal's broker and
+last status. Imports only the client layer and the protocol.
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ from typing import Any, NamedTuple, TypeVar, cast
 
 from gazette.client.aio import RETRY_BACKOFF_S, AppendResult, AsyncClient
 from gazette.client.sync import Client
+from gazette.client.timeouts import USE_CLIENT_DEFAULT, CallTimeout, CallTrace, Timeout, resolve_timeout
 from gazette.protocol.errors import GazetteError
 from gazette.protocol.labels import LabelSet
 from gazette.protocol.selector import LabelSelector
@@ -62,7 +65,10 @@ TERMINAL_GRPC_CODES = frozenset(
 
 
 def is_terminal(exc: BaseException) -> bool:
-    """Whether an append failure is final (fail and latch) rather than worth retrying."""
+    """Whether an append failure is final (fail and latch) rather than worth retrying. An attempt
+    that ran out of time (CallTimeout) is not: the batch is tried again."""
+    if isinstance(exc, CallTimeout):
+        return False
     if not isinstance(exc, GazetteError):
         return True
     if exc.status != Status.OK:
@@ -189,6 +195,7 @@ class _Journal:
     sending: _Batch | None = None
     active: bool = False  # a sender task runs (or is scheduled) for this journal
     error: GazetteError | None = None
+    trace: CallTrace | None = None  # what the attempts of the batch being sent saw (for timeouts)
 
 
 class AppendWriter:
@@ -358,33 +365,61 @@ class AsyncAppendService:
         commit barrier of reference 12, item 7)."""
         return self._pending(journal)
 
-    async def flush(self) -> None:
-        """Waits until every batch pending now has its result; raises the first failure among them."""
-        futures = self.pending()
-        if not futures:
-            return
-        await asyncio.wait([asyncio.wrap_future(f) for f in futures])
-        _raise_first(futures)
+    def pending_of(self, journal: str) -> list[AppendFuture]:
+        """Futures of `journal`'s buffered or in-flight batches, in order (empty: all appended)."""
+        return [f for _, f in self._pending_batches(None, only=journal)]
 
-    def wait(self, timeout: float | None = None) -> None:
-        """`flush()` for threads other than the loop's: blocks until pending batches are done."""
+    async def flush(self, timeout: Timeout = USE_CLIENT_DEFAULT) -> None:
+        """Waits until every batch pending now has its result; raises the first failure among them.
+
+        `timeout` (the client's default unless given) bounds each wait for the next batch to finish,
+        so a flush of many batches that keeps appending is never cut short, and one that is stuck
+        raises CallTimeout naming the journals still pending, with the broker and last status of the
+        first. The batches stay queued and keep being retried (a later flush may see them through;
+        `abort()` drops them).
+        """
+        seconds = resolve_timeout(timeout, self.client.timeout)
+        pending = self._pending_batches(None)
+        waiting = set(wrap_futures(f for _, f in pending))
+        while waiting:
+            done, waiting = await asyncio.wait(waiting, timeout=seconds, return_when=asyncio.FIRST_COMPLETED)
+            if not done:
+                raise self.timeout_error("flush of appends to", pending, seconds)
+        _raise_first(f for _, f in pending)
+
+    def wait(self, timeout: Timeout = USE_CLIENT_DEFAULT) -> None:
+        """`flush()` for threads other than the loop's: blocks until pending batches are done, each
+        wait for the next one bounded by `timeout` seconds (the client's default unless given)."""
         if self._binding.on_loop():
             raise RuntimeError(
                 "AsyncAppendService.wait() would block its own event loop: await flush() instead"
             )
-        futures = self.pending()
-        _, not_done = concurrent.futures.wait(futures, timeout)
-        if not_done:
-            raise TimeoutError(f"{len(not_done)} append batches still pending after {timeout}s")
-        _raise_first(futures)
+        seconds = resolve_timeout(timeout, self.client.timeout)
+        pending = self._pending_batches(None)
+        waiting: set[concurrent.futures.Future] = {f for _, f in pending}
+        while waiting:
+            done, waiting = concurrent.futures.wait(waiting, seconds, concurrent.futures.FIRST_COMPLETED)
+            if not done:
+                raise self.timeout_error("flush of appends to", pending, seconds)
+        _raise_first(f for _, f in pending)
 
-    async def close(self) -> None:
+    async def close(self, timeout: float | None = None) -> None:
         """Refuses new writes, waits until everything buffered is appended (retrying as long as it
-        takes), and stops the sender tasks. Failures were reported through the futures."""
+        takes, or as long as some batch finishes every `timeout` seconds), and stops the sender
+        tasks. Failures were reported through the futures. A wait that runs out aborts what is left
+        (see `abort`) and raises CallTimeout naming the journals whose batches were dropped."""
         with self._lock:
             self._closed = True
-        while futures := self.pending():
-            await asyncio.wait([asyncio.wrap_future(f) for f in futures])
+        while pending := self._pending_batches(None):
+            waiting = set(wrap_futures(f for _, f in pending))
+            while waiting:
+                done, waiting = await asyncio.wait(
+                    waiting, timeout=timeout, return_when=asyncio.FIRST_COMPLETED
+                )
+                if not done:
+                    error = self.timeout_error("close of appends to", pending, timeout)
+                    await self.abort()
+                    raise error
         if self._tasks:
             await asyncio.wait(list(self._tasks))
 
@@ -442,15 +477,38 @@ class AsyncAppendService:
         return batch
 
     def _pending(self, skip: str | None) -> list[AppendFuture]:
-        out: list[AppendFuture] = []
+        return [f for _, f in self._pending_batches(skip)]
+
+    def _pending_batches(self, skip: str | None, only: str | None = None) -> list[tuple[str, AppendFuture]]:
+        """(journal, future) of every batch buffered or in flight, but those of `skip` (or only
+        those of `only`), in each journal's order."""
+        out: list[tuple[str, AppendFuture]] = []
         with self._lock:
             for name, j in self._journals.items():
-                if name == skip:
+                if name == skip or (only is not None and name != only):
                     continue
                 if j.sending is not None:
-                    out.append(j.sending.future)
-                out.extend(b.future for b in j.queue)
+                    out.append((name, j.sending.future))
+                out.extend((name, b.future) for b in j.queue)
         return out
+
+    def timeout_error(
+        self, operation: str, pending: list[tuple[str, AppendFuture]], seconds: float | None
+    ) -> CallTimeout:
+        """The CallTimeout of a wait for `pending` batches: the journals still pending, and the
+        broker and last status of the first of them."""
+        journals = list(dict.fromkeys(name for name, f in pending if not f.done()))
+        with self._lock:
+            j = self._journals.get(journals[0]) if journals else None
+            seen = j.trace if j is not None else None
+        more = f" and {len(journals) - 3} more" if len(journals) > 3 else ""
+        trace = CallTrace(operation, ", ".join(journals[:3]) + more, endpoint=self.client.endpoint)
+        if seen is not None:
+            trace.endpoint, trace.status, trace.detail = seen.endpoint, seen.status, seen.detail
+            trace.route_members, trace.replication = seen.route_members, seen.replication
+        else:
+            trace.detail = "not sent yet (waiting for earlier appends or dependencies)"
+        return trace.timeout_error(seconds)
 
     # --- the sender (on the loop) ----------------------------------------------------------------
     def _start_sender(self, j: _Journal) -> None:
@@ -489,8 +547,12 @@ class AsyncAppendService:
             raise
 
     async def _send(self, journal: str, batch: _Batch) -> AppendResult:
+        """Appends `batch`, retrying transient failures for as long as it takes (each attempt
+        bounded by the client's timeout); what the attempts see goes to the journal's trace."""
         opts = batch.options
         attempt = 0
+        trace = CallTrace("append to", journal)
+        self._journals[journal].trace = trace
         while True:
             try:
                 return await self.client.append(
@@ -499,10 +561,13 @@ class AsyncAppendService:
                     check_registers=opts.check,
                     union_registers=opts.union,
                     subtract_registers=opts.subtract,
+                    _trace=trace,
                 )
             except GazetteError as exc:
                 if is_terminal(exc):
                     raise
+                if not isinstance(exc, CallTimeout):  # (a CallTimeout's news is in the trace already)
+                    trace.saw_error(exc)
                 if attempt % RETRY_LOG_EVERY_ATTEMPTS == 0:
                     log.warning("append of %d bytes to %s failed (attempt %d), retrying: %s",
                                 len(batch.data), journal, attempt + 1, exc)  # fmt: skip
@@ -560,6 +625,23 @@ def _resolve(fut: concurrent.futures.Future, *, result: Any = None, exc: BaseExc
         fut.set_result(result)
 
 
+def wrap_futures(futures: Iterable[concurrent.futures.Future]) -> list[asyncio.Future]:
+    """asyncio futures following `futures`, for `asyncio.wait` with a timeout: their failures count
+    as seen (the callers get them from `futures`), so a wait that gave up leaves no "exception was
+    never retrieved" behind."""
+    out: list[asyncio.Future] = []
+    for f in futures:
+        wrapper = asyncio.wrap_future(f)
+        wrapper.add_done_callback(_retrieve)
+        out.append(wrapper)
+    return out
+
+
+def _retrieve(wrapper: asyncio.Future) -> None:
+    if not wrapper.cancelled():
+        wrapper.exception()
+
+
 def _raise_first(futures: Iterable[concurrent.futures.Future]) -> None:
     for f in futures:
         if f.cancelled():
@@ -587,12 +669,15 @@ class AppendService:
         self.error = self.aio.error
         self.clear_error = self.aio.clear_error
 
-    def flush(self, timeout: float | None = None) -> None:
-        """Blocks until every batch pending now is appended; raises the first failure."""
+    def flush(self, timeout: Timeout = USE_CLIENT_DEFAULT) -> None:
+        """Blocks until every batch pending now is appended; raises the first failure, or CallTimeout
+        once no batch finished for `timeout` seconds (the client's default unless given)."""
         self.aio.wait(timeout)
 
-    def close(self, timeout: float | None = None) -> None:
-        self._client._loop.run(self.aio.close(), timeout)
+    def close(self, timeout: Timeout = USE_CLIENT_DEFAULT) -> None:
+        """Drains and stops the service: waits for every buffered batch, and once none finished for
+        `timeout` seconds (the client's default unless given) drops what is left with CallTimeout."""
+        self._client._loop.run(self.aio.close(resolve_timeout(timeout, self._client.timeout)))
 
     def __enter__(self) -> AppendService:
         return self

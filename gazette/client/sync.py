@@ -11,6 +11,7 @@ from typing import Any
 
 from gazette.client.aio import AppendResult, AsyncClient, JournalInfo, ReadChunk
 from gazette.client.loop import LoopThread, default_loop
+from gazette.client.timeouts import DEFAULT_TIMEOUT_S, USE_CLIENT_DEFAULT, Timeout
 from gazette.fragment.fragment import Fragment
 from gazette.protocol.errors import GazetteError
 from gazette.protocol.labels import LabelSet
@@ -19,18 +20,35 @@ from gazette.protocol.spec import JournalSpec, SpecChange
 
 
 class Client:
+    """The sync journal client: the `AsyncClient`'s calls as plain functions.
+
+    `timeout` (seconds, None: no bound) is every call's default `timeout=`, except blocking reads,
+    which wait as long as asked unless given one; a call that runs out raises `gazette.CallTimeout`
+    naming the journal, the broker and the last status, rather than hanging its caller.
+    """
+
     def __init__(
-        self, broker: str = "http://127.0.0.1:8080", etcd: str | None = None, loop: LoopThread | None = None
+        self,
+        broker: str = "http://127.0.0.1:8080",
+        etcd: str | None = None,
+        loop: LoopThread | None = None,
+        *,
+        timeout: float | None = DEFAULT_TIMEOUT_S,
     ) -> None:
         self._loop = loop or default_loop()
 
         async def make() -> AsyncClient:
-            return AsyncClient(broker, etcd)
+            return AsyncClient(broker, etcd, timeout=timeout)
 
         self.aio: AsyncClient = self._loop.run(make())
         self.broker = broker
         self.etcd = etcd
         self._shards: Callable[[], Any] | None = None
+
+    @property
+    def timeout(self) -> float | None:
+        """The default timeout of this client's calls, in seconds (None: no bound)."""
+        return self.aio.timeout
 
     def close(self) -> None:
         self._loop.run(self.aio.close())
@@ -41,14 +59,20 @@ class Client:
     def __exit__(self, *exc) -> None:
         self.close()
 
-    def apply_journals(self, changes: Iterable[JournalSpec | SpecChange]) -> int:
-        return self._loop.run(self.aio.apply_journals(list(changes)))
+    def apply_journals(
+        self, changes: Iterable[JournalSpec | SpecChange], *, timeout: Timeout = USE_CLIENT_DEFAULT
+    ) -> int:
+        """Creates, updates or deletes journals atomically (see `AsyncClient.apply_journals`)."""
+        return self._loop.run(self.aio.apply_journals(list(changes), timeout=timeout))
 
-    def delete_journals(self, names: Iterable[str]) -> int:
-        return self._loop.run(self.aio.delete_journals(list(names)))
+    def delete_journals(self, names: Iterable[str], *, timeout: Timeout = USE_CLIENT_DEFAULT) -> int:
+        return self._loop.run(self.aio.delete_journals(list(names), timeout=timeout))
 
-    def list_journals(self, selector: str | LabelSelector | None = None) -> list[JournalInfo]:
-        return self._loop.run(self.aio.list_journals(selector))
+    def list_journals(
+        self, selector: str | LabelSelector | None = None, *, timeout: Timeout = USE_CLIENT_DEFAULT
+    ) -> list[JournalInfo]:
+        """Journals matching `selector`, as (spec, route, mod_revision)."""
+        return self._loop.run(self.aio.list_journals(selector, timeout=timeout))
 
     def append(
         self,
@@ -59,7 +83,10 @@ class Client:
         union_registers: LabelSet | dict[str, str] | None = None,
         subtract_registers: LabelSet | dict[str, str] | None = None,
         offset: int | None = None,
+        timeout: Timeout = USE_CLIENT_DEFAULT,
     ) -> AppendResult:
+        """Appends `data` atomically; retries a route in flux for at most `timeout` seconds, then
+        raises CallTimeout (see `AsyncClient.append`)."""
         return self._loop.run(
             self.aio.append(
                 journal,
@@ -68,35 +95,73 @@ class Client:
                 union_registers=union_registers,
                 subtract_registers=subtract_registers,
                 offset=offset,
+                timeout=timeout,
             )
         )
 
-    def reset_head(self, journal: str) -> int:
-        return self._loop.run(self.aio.reset_head(journal))
+    def reset_head(self, journal: str, *, timeout: Timeout = USE_CLIENT_DEFAULT) -> int:
+        return self._loop.run(self.aio.reset_head(journal, timeout=timeout))
 
     def read(
-        self, journal: str, offset: int = 0, *, block: bool = False, end_offset: int | None = None
+        self,
+        journal: str,
+        offset: int = 0,
+        *,
+        block: bool = False,
+        end_offset: int | None = None,
+        timeout: Timeout = USE_CLIENT_DEFAULT,
     ) -> Iterator[ReadChunk]:
-        return self._loop.iterate(self.aio.read(journal, offset, block=block, end_offset=end_offset))
+        """Committed content from `offset`. `timeout` bounds each wait for the next chunk: the
+        client's default for a non-blocking read, no bound for a blocking one unless given."""
+        return self._loop.iterate(
+            self.aio.read(journal, offset, block=block, end_offset=end_offset, timeout=timeout)
+        )
 
-    def read_all(self, journal: str, offset: int = 0, end_offset: int | None = None) -> bytes:
-        return self._loop.run(self.aio.read_all(journal, offset, end_offset))
+    def read_all(
+        self,
+        journal: str,
+        offset: int = 0,
+        end_offset: int | None = None,
+        *,
+        timeout: Timeout = USE_CLIENT_DEFAULT,
+    ) -> bytes:
+        return self._loop.run(self.aio.read_all(journal, offset, end_offset, timeout=timeout))
 
-    def read_head(self, journal: str) -> int:
-        return self._loop.run(self.aio.read_head(journal))
+    def read_head(self, journal: str, *, timeout: Timeout = USE_CLIENT_DEFAULT) -> int:
+        return self._loop.run(self.aio.read_head(journal, timeout=timeout))
 
-    def list_fragments(self, journal: str, *, begin_mod_time: int = 0, end_mod_time: int = 0) -> list[Fragment]:
+    def list_fragments(
+        self,
+        journal: str,
+        *,
+        begin_mod_time: int = 0,
+        end_mod_time: int = 0,
+        timeout: Timeout = USE_CLIENT_DEFAULT,
+    ) -> list[Fragment]:
         return self._loop.run(
-            self.aio.list_fragments(journal, begin_mod_time=begin_mod_time, end_mod_time=end_mod_time)
+            self.aio.list_fragments(
+                journal, begin_mod_time=begin_mod_time, end_mod_time=end_mod_time, timeout=timeout
+            )
         )
 
     def fragments_with_urls(
-        self, journal: str, begin_mod_time: int = 0, end_mod_time: int = 0, signature_ttl_s: float = 0.0
+        self,
+        journal: str,
+        begin_mod_time: int = 0,
+        end_mod_time: int = 0,
+        signature_ttl_s: float = 0.0,
+        *,
+        timeout: Timeout = USE_CLIENT_DEFAULT,
     ) -> list[tuple[Fragment, str]]:
-        return self._loop.run(self.aio.fragments_with_urls(journal, begin_mod_time, end_mod_time, signature_ttl_s))
+        return self._loop.run(
+            self.aio.fragments_with_urls(
+                journal, begin_mod_time, end_mod_time, signature_ttl_s, timeout=timeout
+            )
+        )
 
-    def flush(self, journal: str) -> Fragment | None:
-        return self._loop.run(self.aio.flush(journal))
+    def flush(self, journal: str, *, timeout: Timeout = USE_CLIENT_DEFAULT) -> Fragment | None:
+        """Rolls the journal's spool and waits until it is persisted (None: nothing to persist)."""
+        return self._loop.run(self.aio.flush(journal, timeout=timeout))
 
     # --- shards: answered by a consumer application's Shard service ------------------------------
     def use_shards(self, shard_client: Any) -> None:
@@ -116,19 +181,32 @@ class Client:
         return self._shards()
 
     def stat_shard(
-        self, shard: str, read_through: Mapping[str, int] | None = None, *, timeout: float | None = None
+        self,
+        shard: str,
+        read_through: Mapping[str, int] | None = None,
+        *,
+        timeout: Timeout = USE_CLIENT_DEFAULT,
     ) -> Any:
-        """Read-your-writes: waits until the shard has read through `read_through` (ShardStat)."""
+        """Read-your-writes: waits until the shard has read through `read_through` (ShardStat), for
+        at most `timeout` seconds (the ShardClient's default unless given)."""
         return self.shard_client().stat_shard(shard, read_through, timeout=timeout)
 
-    def inspect_shard(self, shard: str) -> Any:
+    def inspect_shard(self, shard: str, *, timeout: Timeout = USE_CLIENT_DEFAULT) -> Any:
         """The shard primary's last checkpoint, sequencer state and transaction timings (ShardInspection)."""
-        return self.shard_client().inspect(shard)
+        return self.shard_client().inspect(shard, timeout=timeout)
 
-    def list_shards(self, selector: str | LabelSelector | None = None) -> list[Any]:
-        return list(self.shard_client().list_shards(selector))
+    def list_shards(
+        self, selector: str | LabelSelector | None = None, *, timeout: Timeout = USE_CLIENT_DEFAULT
+    ) -> list[Any]:
+        return list(self.shard_client().list_shards(selector, timeout=timeout))
 
 
-def connect(etcd: str | None = None, broker: str = "http://127.0.0.1:8080") -> Client:
-    """A sync client for an existing cluster, through the broker at `broker`."""
-    return Client(broker, etcd)
+def connect(
+    etcd: str | None = None,
+    broker: str = "http://127.0.0.1:8080",
+    *,
+    timeout: float | None = DEFAULT_TIMEOUT_S,
+) -> Client:
+    """A sync client for an existing cluster, through the broker at `broker`. `timeout` is its
+    calls' default bound in seconds (None: none): see `Client`."""
+    return Client(broker, etcd, timeout=timeout)

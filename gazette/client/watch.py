@@ -2,7 +2,9 @@
 
 A watch stream sends a snapshot (chunks, then an empty message) whenever the selected journals
 change; the watch swaps in each complete snapshot as one immutable tuple, so readers on any thread
-see either the old listing or the new one, never a half. Broken streams resume where they left off.
+see either the old listing or the new one, never a half. Broken streams resume where they left off,
+for as long as the watch runs; waiting on it is bounded (CallTimeout naming the broker and the last
+error) when a timeout is given, and the first snapshot is always waited for with one.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ import grpc
 from gazette.client.aio import RETRY_BACKOFF_S, AsyncClient, JournalInfo, Route
 from gazette.client.append_service import ClientBinding
 from gazette.client.sync import Client
+from gazette.client.timeouts import CallTrace
 from gazette.protocol import broker_pb2 as pb
 from gazette.protocol.errors import GazetteError
 from gazette.protocol.selector import LabelSelector
@@ -36,7 +39,8 @@ class JournalWatch:
     """Watches the journals `selector` lists; `snapshot` is the latest complete listing.
 
     Starts at construction. From a thread other than the client's loop (a sync `Client`, a
-    notebook) the constructor waits for the first snapshot; on the loop, `await watch.ready()`.
+    notebook) the constructor waits for the first snapshot, for at most `ready_timeout_s` (then
+    CallTimeout); on the loop, `await watch.ready()`.
     """
 
     def __init__(
@@ -52,13 +56,16 @@ class JournalWatch:
         self.snapshot: Snapshot | None = None
         self.revision = 0  # etcd revision of the snapshot's header
         self.error: GazetteError | None = None
+        self._trace = CallTrace(
+            "watch of journals", f"matching {str(self.selector)!r}" if str(self.selector) else ""
+        )
         self._cond = asyncio.Condition()
         self._task: asyncio.Task | None = None
         if self._binding.on_loop():
             self._start()
         else:
             try:
-                self._binding.run(self._start_and_wait(), ready_timeout_s, what="starting a journal watch")
+                self._binding.run(self._start_and_wait(ready_timeout_s), what="starting a journal watch")
             except BaseException:
                 self.close()  # nobody else holds this watch: stop its task
                 raise
@@ -68,19 +75,27 @@ class JournalWatch:
         return f"JournalWatch({str(self.selector)!r}, journals={n}, revision={self.revision})"
 
     # --- waiting ---------------------------------------------------------------------------------
-    async def ready(self) -> Snapshot:
-        """The first snapshot (waiting for it if need be)."""
-        return await self.wait_for(lambda s: True)
+    async def ready(self, timeout: float | None = WATCH_READY_TIMEOUT_S) -> Snapshot:
+        """The first snapshot, waiting for it if need be (for at most `timeout` seconds)."""
+        return await self.wait_for(lambda s: True, timeout)
 
     async def wait_for(self, predicate: Callable[[Snapshot], bool], timeout: float | None = None) -> Snapshot:
-        """Waits until a snapshot satisfies `predicate` and returns it (TimeoutError after `timeout`)."""
+        """Waits until a snapshot satisfies `predicate` and returns it; CallTimeout (a TimeoutError)
+        after `timeout` seconds, naming the broker and the last error or status the watch saw."""
 
         def satisfied() -> bool:
             return self.error is not None or (self.snapshot is not None and predicate(self.snapshot))
 
         async with self._cond:
-            async with asyncio.timeout(timeout):
-                await self._cond.wait_for(satisfied)
+            try:
+                async with asyncio.timeout(timeout) as bound:
+                    await self._cond.wait_for(satisfied)
+            except TimeoutError:
+                if not bound.expired():
+                    raise
+                if self.snapshot is not None and not self._trace.detail:
+                    self._trace.detail = f"{len(self.snapshot)} journals listed, none satisfying the wait"
+                raise self._trace.timeout_error(timeout) from None
         if self.error is not None:
             raise self.error
         assert self.snapshot is not None
@@ -94,9 +109,9 @@ class JournalWatch:
     def _start(self) -> None:
         self._task = self._binding.loop.create_task(self._run(), name=f"journal-watch {self.selector}")
 
-    async def _start_and_wait(self) -> None:
+    async def _start_and_wait(self, timeout: float | None) -> None:
         self._start()
-        await self.ready()
+        await self.ready(timeout)
 
     async def stop(self) -> None:
         task, self._task = self._task, None
@@ -117,7 +132,9 @@ class JournalWatch:
             req = pb.ListRequest(selector=self.selector.to_proto(), watch=True)
             if resume is not None:
                 req.watch_resume.CopyFrom(resume)
-            call = self._binding.aio.stub.List(req)
+            stub = self._binding.aio.stub
+            call = stub.List(req)
+            self._trace.endpoint = self._binding.aio.endpoint
             building: list[JournalInfo] = []
             header: pb.Header | None = None
             try:
@@ -132,6 +149,7 @@ class JournalWatch:
                         if header is not None:
                             await self._publish(tuple(building), header)
                             resume, attempt = header, 0
+                            self._trace.saw(Status.OK)
                         continue
                     building.extend(_journal_info(j) for j in resp.journals)
             except grpc.aio.AioRpcError as exc:
@@ -141,6 +159,9 @@ class JournalWatch:
                                      grpc_code=exc.code().name)
                     )  # fmt: skip
                     return
+                self._trace.saw_rpc_error(exc)
+                if exc.code() == grpc.StatusCode.UNAVAILABLE:
+                    self._binding.aio.failover(stub)  # re-open at the next broker, if there is one
                 if attempt % 10 == 0:
                     log.warning("watch of %s broke, re-opening: %s", self.selector, exc.details())
             except GazetteError as exc:

@@ -2,23 +2,31 @@
 
 The UUID is built *after* the append's place in the journal is fixed (under the service's lock), so
 one producer's clocks increase in journal order (Gazette issue 259). Uncommitted messages leave an
-ACK intent per journal; `build_ack_intents()` turns those into framed ACK messages for the caller to
-store durably before appending them. Not thread-safe across publish_uncommitted/build_ack_intents.
-Per message, a plain journal name costs one dict lookup, and JSON frames are spliced from orjson's
-output with the UUID's text (no UUID object, no copy of the message).
+ACK intent per journal. The invariant to keep: an ACK lands after every message it acknowledges, or
+readers drop those messages as already acknowledged. `commit()` (and `transaction()`) keep it by
+flushing first and appending the ACKs themselves; `build_ack_intents()` is the low-level path for
+callers that store intents durably first (consumers), and refuses while messages are unflushed.
+A rollback appends an ACK whose clock is just below the transaction's first message on the journal
+(the Sequencer's ACK_ROLLBACK), so readers drop what was appended. Not thread-safe across
+publish_uncommitted/build_ack_intents/commit. Per message, a plain journal name costs one dict
+lookup, and JSON frames are spliced from orjson's output with the UUID's text (no UUID object, no
+copy of the message).
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import logging
 import time
 import uuid as _uuid
-from collections.abc import Callable, Mapping
+from collections.abc import AsyncIterator, Callable, Iterator, Mapping
 from typing import Any
 
-from gazette.client.aio import AsyncClient
-from gazette.client.append_service import AppendFuture, AsyncAppendService, ClientBinding
+from gazette.client.aio import AppendResult, AsyncClient
+from gazette.client.append_service import AppendFuture, AsyncAppendService, ClientBinding, wrap_futures
 from gazette.client.sync import Client
+from gazette.client.timeouts import USE_CLIENT_DEFAULT, Timeout, resolve_timeout
 from gazette.message.framing import Framing, framing_for
 from gazette.message.framing.json_lines import JSONFraming
 from gazette.message.mapping import CONTENT_TYPE_LABEL
@@ -26,6 +34,8 @@ from gazette.message.uuid import PRODUCER_ID_BYTES, Clock, Flags, UUIDText, new_
 from gazette.protocol.errors import GazetteError
 from gazette.protocol.selector import LabelSelector
 from gazette.protocol.status import Status
+
+log = logging.getLogger(__name__)
 
 # A publisher that owns its clock moves it up to wall time at most this often (it never goes back).
 CLOCK_UPDATE_INTERVAL_S = 0.1
@@ -58,7 +68,10 @@ class Publisher:
     `client` is a sync `Client` or an `AsyncClient` (then create the publisher on the client's loop,
     or pass `loop=`). Publishing never waits for I/O: it returns the `AppendFuture` of the batch the
     message joined. Wait with `flush()` from plain code or `await publisher.service.flush()` on the
-    loop. A publisher with an external `clock` never updates it; its own clock follows wall time.
+    loop. Transactions: `publish_uncommitted(...)` then `commit()`, or `with publisher.transaction():`
+    (commit on exit, rollback on an exception). Blocking calls take `timeout=` seconds, the client's
+    default unless given. A publisher with an external `clock` never updates it; its own clock
+    follows wall time.
     """
 
     def __init__(
@@ -87,7 +100,9 @@ class Publisher:
         self._framings: dict[str, Framing] = dict(framings or {})
         self._content_types: dict[str, str] = {}  # journal name -> content type, for plain names
         self._routes: dict[str, tuple[Framing, FrameFn]] = {}  # plain journal name -> framing, frame fn
-        self._intents: dict[str, tuple[Framing, Any]] = {}  # journal -> (framing, a message like its ACK)
+        # journal -> (framing, a message like its ACK, the clock of its transaction's rollback ACK)
+        self._intents: dict[str, tuple[Framing, Any, int]] = {}
+        self._in_transaction = False
 
     def __repr__(self) -> str:
         return f"Publisher(producer_id={self.producer_id.hex()}, clock={self.clock.value})"
@@ -105,8 +120,9 @@ class Publisher:
         return self.service.append_with(journal, frame, framing, message, _OUTSIDE_TXN)
 
     def publish_uncommitted(self, mapping: MappingLike, message: Any) -> AppendFuture:
-        """Publishes `message` as pending (CONTINUE_TXN) until an ACK from `build_ack_intents()`
-        is appended; records an ACK intent for its journal."""
+        """Publishes `message` as pending (CONTINUE_TXN): readers deliver it only once an ACK of
+        this producer lands after it (`commit()`), and drop it if a rollback ACK does. Records an
+        ACK intent for its journal, noting the first message's clock (for a rollback)."""
         if type(mapping) is str and (route := self._routes.get(mapping)) is not None:
             journal = mapping
             framing, frame = route
@@ -114,20 +130,190 @@ class Publisher:
             journal, framing, frame = self._route(mapping, message)
         if self._own_clock:
             self._update_clock()
-        fut = self.service.append_with(journal, frame, framing, message, _CONTINUE_TXN)
-        if journal not in self._intents:
-            self._intents[journal] = (framing, message)
+        if journal in self._intents:
+            return self.service.append_with(journal, frame, framing, message, _CONTINUE_TXN)
+        first: list[int] = []
+        fut = self.service.append_with(journal, self._frame_first, framing, message, first)
+        # An ACK with the clock just below the first message's rolls the span back (ACK_ROLLBACK):
+        # every earlier commit of this producer in the journal had a smaller clock still.
+        self._intents[journal] = (framing, message, first[0] - 1)
         return fut
 
-    def build_ack_intents(self) -> list[tuple[str, bytes]]:
+    def build_ack_intents(self, *, after_messages: bool = False) -> list[tuple[str, bytes]]:
         """A framed ACK_TXN message per journal published to uncommitted since the last call, each
-        with a fresh clock tick; clears the pending set. Store them durably, then append them."""
+        with a fresh clock tick; clears the pending set. Low level: `commit()` does it all safely.
+
+        An ACK must land after every message it acknowledges: readers drop messages that come after
+        their producer's ACK as already acknowledged. So this refuses (GazetteError, intents kept)
+        while messages to one of the journals are not appended yet: flush first, or use `commit()`.
+        `after_messages=True` vouches that each intent will be appended after its messages anyway,
+        e.g. through this publisher's own append service (which keeps each journal's order) once the
+        caller stored the intents durably, as the consumer's transaction loop does.
+        """
+        if not after_messages:
+            unflushed = [j for j in self._intents if self.service.pending_of(j)]
+            if unflushed:
+                more = f" and {len(unflushed) - 3} more" if len(unflushed) > 3 else ""
+                raise GazetteError(
+                    Status.OK,
+                    f"build_ack_intents: messages published uncommitted to {', '.join(unflushed[:3])}{more} "
+                    "are not appended yet, and an ACK landing before them would make readers drop them: "
+                    "flush first, or use publisher.commit()",
+                )
         intents, self._intents = self._intents, {}
         out: list[tuple[str, bytes]] = []
-        for journal, (framing, like) in intents.items():
+        for journal, (framing, like, _) in intents.items():
             u = self.uuid(self.clock.tick(), _ACK_TXN)
             out.append((journal, framing.encode_ack(u, like)))
         return out
+
+    # --- transactions ----------------------------------------------------------------------------
+    def commit(self, timeout: Timeout = USE_CLIENT_DEFAULT) -> dict[str, AppendResult]:
+        """Commits what was published uncommitted: flushes every pending message, then appends each
+        journal's ACK (after the messages it acknowledges, so readers deliver them all).
+
+        Returns per journal the result of the append that carried its ACK (its `end` is at or after
+        the ACK: a shard's `read_through`). `timeout` (the client's default unless given) bounds each
+        wait: for the next message batch to finish (as `flush`), then for the ACKs. A failure or
+        CallTimeout while flushing keeps the intents (commit again, or `rollback()`); a CallTimeout
+        while the ACKs append leaves them queued, so the transaction commits once they land. On the
+        client's loop: `await publisher.acommit()`.
+        """
+        result: dict[str, AppendResult] = self._binding.run(self.acommit(timeout), what="Publisher.commit")
+        return result
+
+    async def acommit(self, timeout: Timeout = USE_CLIENT_DEFAULT) -> dict[str, AppendResult]:
+        """`commit()` on the client's event loop."""
+        seconds = resolve_timeout(timeout, self._binding.aio.timeout)
+        # Every message first: if any fails, no ACK is written and nothing of the transaction commits.
+        await self.service.flush(timeout=seconds)
+        intents = self.build_ack_intents(after_messages=True)  # the service keeps each journal's order
+        futures = {journal: self.service.append(journal, ack) for journal, ack in intents}
+        if futures:
+            await self._await_acks("commit: ACK appends to", futures, seconds)
+        return {journal: f.result() for journal, f in futures.items()}
+
+    def rollback(self, timeout: Timeout = USE_CLIENT_DEFAULT) -> list[str]:
+        """Rolls back what was published uncommitted since the last commit: writes no ACK for it,
+        and appends per journal a rollback ACK (its clock just below the transaction's first message
+        there) so that readers drop whatever of it was appended. Returns those journals.
+
+        Messages already handed to the append service are still appended (a batch cannot be
+        recalled); the rollback ACK lands after them. If a rollback ACK cannot be appended within
+        `timeout` seconds (the client's default unless given), this publisher takes a new producer id,
+        so that none of its later ACKs can commit the abandoned messages, and raises.
+        """
+        journals: list[str] = self._binding.run(self.arollback(timeout), what="Publisher.rollback")
+        return journals
+
+    async def arollback(self, timeout: Timeout = USE_CLIENT_DEFAULT) -> list[str]:
+        """`rollback()` on the client's event loop."""
+        seconds = resolve_timeout(timeout, self._binding.aio.timeout)
+        intents, self._intents = self._intents, {}
+        futures: dict[str, AppendFuture] = {}
+        try:
+            for journal, (framing, like, clock) in intents.items():
+                futures[journal] = self.service.append(
+                    journal, framing.encode_ack(self.uuid(clock, _ACK_TXN), like)
+                )
+            if futures:
+                await self._await_acks("rollback: ACK appends to", futures, seconds)
+        except BaseException as exc:
+            abandoned = self.producer_id.hex()
+            self._new_producer()
+            log.warning(
+                "rollback of producer %s could not append its ACKs to %s (%s); continuing as producer %s, "
+                "so that the rolled-back messages are never acknowledged",
+                abandoned, ", ".join(intents), exc, self.producer_id.hex(),
+            )  # fmt: skip
+            if isinstance(exc, GazetteError):
+                exc.add_note(
+                    f"the publisher continues as a new producer ({self.producer_id.hex()}): the rolled-back "
+                    f"messages of producer {abandoned} are never acknowledged"
+                )
+            raise
+        return list(intents)
+
+    @contextlib.contextmanager
+    def transaction(self, timeout: Timeout = USE_CLIENT_DEFAULT) -> Iterator[Publisher]:
+        """`with publisher.transaction(): publisher.publish_uncommitted(...)`: commits on a normal exit
+        (`commit()`); on an exception writes nothing further, rolls back what was appended
+        (`rollback()`: readers drop it) and re-raises. A failure to flush the messages at exit rolls
+        back too. `timeout` bounds the commit's waits, or the rollback's. Refuses to start while uncommitted
+        messages from before it are open (commit or roll them back first) and does not nest."""
+        self._begin_transaction()
+        try:
+            try:
+                yield self
+            except BaseException as exc:
+                try:
+                    self.rollback(timeout)
+                except Exception as failure:
+                    exc.add_note(f"rolling the transaction back failed too: {failure}")
+                raise
+            self._binding.run(self._finish_transaction(timeout), what="leaving Publisher.transaction()")
+        finally:
+            self._in_transaction = False
+
+    @contextlib.asynccontextmanager
+    async def atransaction(self, timeout: Timeout = USE_CLIENT_DEFAULT) -> AsyncIterator[Publisher]:
+        """`transaction()` on the client's event loop: `async with publisher.atransaction(): ...`."""
+        self._begin_transaction()
+        try:
+            try:
+                yield self
+            except BaseException as exc:
+                try:
+                    await self.arollback(timeout)
+                except Exception as failure:
+                    exc.add_note(f"rolling the transaction back failed too: {failure}")
+                raise
+            await self._finish_transaction(timeout)
+        finally:
+            self._in_transaction = False
+
+    def _begin_transaction(self) -> None:
+        if self._in_transaction:
+            raise GazetteError(
+                Status.OK, "Publisher.transaction(): a transaction is already open (they do not nest)"
+            )
+        if self._intents:
+            raise GazetteError(
+                Status.OK,
+                "Publisher.transaction(): messages published uncommitted before it, to "
+                f"{', '.join(self._intents)}, are still open: commit() or rollback() them first",
+            )
+        self._in_transaction = True
+
+    async def _finish_transaction(self, timeout: Timeout) -> None:
+        """A transaction's normal exit: its messages flushed, then its ACKs (`acommit`); messages
+        that cannot be flushed are rolled back instead (nothing commits)."""
+        try:
+            await self.service.flush(timeout=resolve_timeout(timeout, self._binding.aio.timeout))
+        except BaseException as exc:
+            try:
+                await self.arollback(timeout)
+            except Exception as failure:
+                exc.add_note(f"rolling the transaction back failed too: {failure}")
+            raise
+        await self.acommit(timeout)
+
+    async def _await_acks(self, what: str, futures: dict[str, AppendFuture], seconds: float | None) -> None:
+        """Waits for ACK appends; raises the first failure, or after `seconds` a CallTimeout naming
+        the journals still pending (their ACKs stay queued)."""
+        _, not_done = await asyncio.wait(wrap_futures(futures.values()), timeout=seconds)
+        if not_done:
+            raise self.service.timeout_error(what, list(futures.items()), seconds)
+        for f in futures.values():
+            exc = f.exception()
+            if exc is not None:
+                raise exc
+
+    def _new_producer(self) -> None:
+        """Continues as a new producer (a random id): the old one's open spans are never acknowledged."""
+        self.producer_id = new_producer_id()
+        self._producer_bits = int.from_bytes(self.producer_id, "big")
+        self._uuid_text = UUIDText(self.producer_id).text
 
     def uuid(self, clock: int, flags: int) -> _uuid.UUID:
         """This producer's UUID for (clock, flags): the layout of `build_uuid`, built quickly."""
@@ -140,6 +326,14 @@ class Publisher:
             | self._producer_bits
         )
         return _uuid_from_int(value)
+
+    def _frame_first(self, framing: Framing, message: Any, first: list[int]) -> bytes:
+        """Frames a transaction's first CONTINUE_TXN message to a journal, noting its clock in `first`."""
+        clock = self.clock.tick()
+        first.append(clock)
+        if isinstance(framing, JSONFraming):
+            return framing.encode_uuid_text(message, self._uuid_text(clock, _CONTINUE_TXN))
+        return framing.encode(message, self.uuid(clock, _CONTINUE_TXN))
 
     def _frame(self, framing: Framing, message: Any, flags: int) -> bytes:
         """Runs with the journal's order fixed: tick, stamp, encode (reference 6.3)."""
@@ -196,18 +390,20 @@ class Publisher:
                 f"event loop: `await publisher.prepare({journal!r})` first",
             )
         return self._binding.run(
-            self.prepare(journal), CONTENT_TYPE_LOOKUP_TIMEOUT_S, what="looking up a journal's content type"
+            self.prepare(journal, timeout=CONTENT_TYPE_LOOKUP_TIMEOUT_S),
+            what="looking up a journal's content type",
         )[journal]
 
-    async def prepare(self, *journals: str) -> dict[str, str]:
-        """Looks up (once) the content types of journals published to by name; returns them."""
+    async def prepare(self, *journals: str, timeout: Timeout = USE_CLIENT_DEFAULT) -> dict[str, str]:
+        """Looks up (once) the content types of journals published to by name; returns them. Each
+        lookup is bounded by `timeout` seconds (the client's default unless given)."""
         out: dict[str, str] = {}
         for journal in journals:
             content_type = self._content_types.get(journal)
             if content_type is None:
                 # Patient, as the appends that follow: a publisher rides through broker restarts.
                 listing = await self._binding.aio.list_journals(
-                    LabelSelector(include=[("name", journal)]), patient=True
+                    LabelSelector(include=[("name", journal)]), patient=True, timeout=timeout
                 )
                 if not listing:
                     raise GazetteError(
@@ -220,19 +416,26 @@ class Publisher:
         return out
 
     # --- waiting and closing ---------------------------------------------------------------------
-    def flush(self, timeout: float | None = None) -> None:
-        """Blocks until everything published so far is appended; raises the first failure.
-        (On the client's loop: `await publisher.service.flush()`.)"""
+    def flush(self, timeout: Timeout = USE_CLIENT_DEFAULT) -> None:
+        """Blocks until everything published so far is appended; raises the first failure, or
+        CallTimeout once no batch finished for `timeout` seconds (the client's default unless given),
+        naming the journals still pending, the broker and the last status (their batches stay queued
+        and retried). It commits nothing: see `commit()`. (On the client's loop:
+        `await publisher.service.flush()`.)"""
         self.service.wait(timeout)
 
-    def close(self, timeout: float | None = None) -> None:
-        """Drains and stops the publisher's own append service (blocking; see `aclose`)."""
+    def close(self, timeout: Timeout = USE_CLIENT_DEFAULT) -> None:
+        """Drains and stops the publisher's own append service (blocking; see `aclose`): waits for
+        what is buffered, and once no batch finished for `timeout` seconds (the client's default
+        unless given) drops the rest and raises CallTimeout. Uncommitted messages stay uncommitted."""
         if self._own_service:
-            self._binding.run(self.service.close(), timeout, what="Publisher.close")
+            seconds = resolve_timeout(timeout, self._binding.aio.timeout)
+            self._binding.run(self.service.close(seconds), what="Publisher.close")
 
-    async def aclose(self) -> None:
+    async def aclose(self, timeout: Timeout = USE_CLIENT_DEFAULT) -> None:
+        """`close()` on the client's event loop."""
         if self._own_service:
-            await self.service.close()
+            await self.service.close(resolve_timeout(timeout, self._binding.aio.timeout))
 
     def __enter__(self) -> Publisher:
         return self
