@@ -20,7 +20,7 @@ from rich.markup import escape
 from rich.measure import Measurement
 from rich.table import Table
 
-from gazette.cli.shards import consumer_app, shards_app
+from gazette.cli.shards import TimeoutOpt, client_timeout, consumer_app, shards_app
 from gazette.protocol.errors import GazetteError
 
 app = typer.Typer(no_args_is_help=True, add_completion=False, pretty_exceptions_enable=False, help="gazette-py: journals, brokers, local clusters.")
@@ -46,10 +46,11 @@ class Output(StrEnum):
     yaml = "yaml"
 
 
-def _client(broker: str, etcd: str | None):
+def _client(broker: str, etcd: str | None, timeout: float | None = None):
+    """A journal client; `timeout` is `--timeout` (each call's bound: not given 60 s, 0 none)."""
     from gazette.client.sync import Client
 
-    return Client(broker, etcd)
+    return Client(broker, etcd, timeout=client_timeout(timeout))
 
 
 def _emit(rows: list[dict[str, Any]], columns: list[str], output: Output, title: str = "") -> None:
@@ -78,9 +79,10 @@ def journals_list(
     output: Output = typer.Option(Output.table, "-o", "--output"),
     broker: str = BrokerOpt,
     etcd: str | None = EtcdOpt,
+    timeout: float | None = TimeoutOpt,
 ) -> None:
     """List journals matching a selector, with their routes."""
-    with _client(broker, etcd) as c:
+    with _client(broker, etcd, timeout) as c:
         infos = c.list_journals(selector)
     rows = []
     for info in infos:
@@ -114,6 +116,7 @@ def journals_apply(
     dry_run: bool = typer.Option(False, "--dry-run", help="Validate and print, apply nothing."),
     broker: str = BrokerOpt,
     etcd: str | None = EtcdOpt,
+    timeout: float | None = TimeoutOpt,
 ) -> None:
     """Create, update or delete journals from YAML (gazctl's hierarchy; `revision` for CAS)."""
     from gazette.protocol.spec import load_specs_yaml
@@ -123,13 +126,25 @@ def journals_apply(
     for ch in changes:
         if not ch.delete:
             ch.spec.validate()
+    storeless = [ch.spec.name for ch in changes if not ch.delete and not ch.spec.stores]
     if dry_run:
         for ch in changes:
             console.print(f"{'delete' if ch.delete else 'upsert'} {ch.spec.name} (expect revision {ch.expect_mod_revision})")
+        _warn_storeless(storeless)
         return
-    with _client(broker, etcd) as c:
+    with _client(broker, etcd, timeout) as c:
         revision = c.apply_journals(changes)
     console.print(f"applied {len(changes)} change(s) at etcd revision {revision}")
+    _warn_storeless(storeless)
+
+
+def _warn_storeless(names: list[str]) -> None:
+    for name in names:
+        err_console.print(
+            f"warning: journal {name} has no fragment stores: its content lives only in its brokers' "
+            "spools, and is lost once no replica holding it is left",
+            soft_wrap=True, markup=False,
+        )  # fmt: skip
 
 
 @journals_app.command("append")
@@ -139,6 +154,7 @@ def journals_append(
     input_file: Path | None = typer.Option(None, "-i", "--input", help="File to append."),
     broker: str = BrokerOpt,
     etcd: str | None = EtcdOpt,
+    timeout: float | None = TimeoutOpt,
 ) -> None:
     """Append content atomically (the whole input as one append)."""
     if data is not None:
@@ -147,7 +163,7 @@ def journals_append(
         content = input_file.read_bytes()
     else:
         content = sys.stdin.buffer.read()
-    with _client(broker, etcd) as c:
+    with _client(broker, etcd, timeout) as c:
         res = c.append(journal, content)
     console.print(f"appended [{res.begin}, {res.end}) sha1 {res.sha1}")
 
@@ -160,10 +176,18 @@ def journals_read(
     end_offset: int | None = typer.Option(None, "--end-offset"),
     broker: str = BrokerOpt,
     etcd: str | None = EtcdOpt,
+    timeout: float | None = typer.Option(
+        None, "--timeout", envvar="GAZETTE_TIMEOUT",
+        help="Give up when no content came for this many seconds (default 60; with --block never; 0: never).",
+    ),  # fmt: skip
 ) -> None:
     """Copy a journal's committed content to stdout."""
-    with _client(broker, etcd) as c:
-        for chunk in c.read(journal, offset, block=block, end_offset=end_offset):
+    from gazette.client.timeouts import USE_CLIENT_DEFAULT
+
+    # A blocking read waits for ever unless --timeout is given (the client's default does not apply).
+    read_timeout = USE_CLIENT_DEFAULT if timeout is None else client_timeout(timeout)
+    with _client(broker, etcd, timeout) as c:
+        for chunk in c.read(journal, offset, block=block, end_offset=end_offset, timeout=read_timeout):
             sys.stdout.buffer.write(chunk.content)
             sys.stdout.buffer.flush()
 
@@ -177,9 +201,10 @@ def journals_fragments(
     output: Output = typer.Option(Output.table, "-o", "--output"),
     broker: str = BrokerOpt,
     etcd: str | None = EtcdOpt,
+    timeout: float | None = TimeoutOpt,
 ) -> None:
     """List a journal's fragments (persisted and spooled)."""
-    with _client(broker, etcd) as c:
+    with _client(broker, etcd, timeout) as c:
         listed = c.fragments_with_urls(journal, from_, to, url_ttl)
     rows = [
         {
@@ -203,9 +228,10 @@ def journals_flush(
     selector: str = typer.Option("", "-l", "--selector"),
     broker: str = BrokerOpt,
     etcd: str | None = EtcdOpt,
+    timeout: float | None = TimeoutOpt,
 ) -> None:
     """Roll each selected journal's spool and wait until it is persisted."""
-    with _client(broker, etcd) as c:
+    with _client(broker, etcd, timeout) as c:
         for info in c.list_journals(selector):
             frag = c.flush(info.spec.name)
             what = f"[{frag.begin}, {frag.end}) -> {frag.backing_store}{frag.content_path}" if frag else "nothing to flush"
@@ -217,6 +243,7 @@ def journals_reset_head(
     selector: str = typer.Option(..., "-l", "--selector", help="which journals, e.g. prefix=examples/"),
     broker: str = BrokerOpt,
     etcd: str | None = EtcdOpt,
+    timeout: float | None = TimeoutOpt,
 ) -> None:
     """Re-sync each selected journal at its indexed head, clearing INDEX_HAS_GREATER_OFFSET.
 
@@ -225,7 +252,7 @@ def journals_reset_head(
     """
     from gazette.protocol.spec import SuspendLevel
 
-    with _client(broker, etcd) as c:
+    with _client(broker, etcd, timeout) as c:
         for info in c.list_journals(selector):
             if info.spec.suspend_level == SuspendLevel.FULL:
                 console.print(f"{info.spec.name}: fully suspended, skipped", soft_wrap=True)
@@ -240,11 +267,12 @@ def journals_prune(
     dry_run: bool = typer.Option(False, "--dry-run"),
     broker: str = BrokerOpt,
     etcd: str | None = EtcdOpt,
+    timeout: float | None = TimeoutOpt,
 ) -> None:
     """Delete persisted fragments older than their journal's retention (never when retention <= 0)."""
     from gazette.client.prune import prune_journals
 
-    with _client(broker, etcd) as c:
+    with _client(broker, etcd, timeout) as c:
         removed = prune_journals(c, selector, dry_run=dry_run)
     for f in removed:
         console.print(f"{'would remove' if dry_run else 'removed'} {f.backing_store}{f.content_path}", soft_wrap=True)

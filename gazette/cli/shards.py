@@ -1,18 +1,27 @@
-"""`gazette shards list|apply|stat|unassign|inspect|recover|prune` and `gazette consumer run` (reference 8.3).
+"""`gazette shards list|apply|edit|stat|unassign|inspect|recover|prune` and `gazette consumer run`
+(reference 8.3).
 
-Shard commands reach a consumer application's Shard service through `--consumer` (a member's
-address) or through `--etcd` and `--root` (its members, as announced). Shard YAML is Gazette's
-shardspace: a `common:` map inherited by each entry of `shards:`; an entry's `revision` makes its
-apply a compare-and-swap (0 or omitted: must not exist, -1: any) and `delete: true` removes it.
-`shards list -o yaml` prints that format, so list, edit, apply round-trips. `recover` and `prune`
-read shard specs and hints straight from etcd (`--etcd`, `--root`) and the log through `--broker`.
+Shard commands reach a consumer application's Shard service, Gazette's consumer.Shard, through
+`--consumer` (a member's address; a Gazette consumer's too) or through `--etcd` and `--root` (its
+members, as announced). They take gazctl's files and flags where gazctl has them: shard YAML is
+Gazette's shardspace (consumer/shardspace), a `common:` ShardSpec whose fields each entry of
+`shards:` inherits where its own are zero (labels: per label name, the entry's win), entries with
+gazctl's field names (labels as name/value lists; mappings are accepted too), an optional `comment`,
+`revision` making the apply a compare-and-swap (0 or omitted: must not exist, -1: any) and
+`delete: true` removing the shard. `shards list -o yaml` prints that format hoisted as gazctl prints
+it (fields shared by every shard in `common:`), so list, edit, apply round-trips, with gazctl too.
+`recover` and `prune` read shard specs and hints straight from etcd (`--etcd`, `--root`; no member
+needs to run) and the log through `--broker`.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import json
+import os
+import subprocess
 import sys
+import tempfile
 from enum import StrEnum
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -23,7 +32,7 @@ from rich.console import Console
 from rich.measure import Measurement
 from rich.table import Table
 
-from gazette.protocol.errors import ValidationError
+from gazette.protocol.errors import GazetteError, ValidationError
 
 if TYPE_CHECKING:
     from gazette.client.aio import AsyncClient
@@ -31,7 +40,7 @@ if TYPE_CHECKING:
     from gazette.consumer.consumer import ShardInfo
     from gazette.consumer.spec import ShardSpec
 
-shards_app = typer.Typer(no_args_is_help=True, help="List, apply, stat, unassign and inspect shards.")
+shards_app = typer.Typer(no_args_is_help=True, help="List, apply, edit, stat, unassign and inspect shards.")
 consumer_app = typer.Typer(no_args_is_help=True, help="Run a consumer application member.")
 
 console = Console()
@@ -46,8 +55,16 @@ RootOpt = typer.Option(
 BrokerOpt = typer.Option(
     "http://127.0.0.1:8080", "--broker", envvar="GAZETTE_BROKER", help="Broker address (for the journals)."
 )
-SHARD_KEYS = ("revision", "delete")
-LAG_INSPECT_TIMEOUT_S = 10.0  # `list --lag` gives up on a primary's checkpoint after this long
+TimeoutOpt = typer.Option(
+    None,
+    "--timeout",
+    envvar="GAZETTE_TIMEOUT",
+    help="Give up on each call after this many seconds (default 60; 0: never).",
+)
+MaxTxnSizeOpt = typer.Option(
+    0, "--max-txn-size", help="Apply at most this many changes per etcd transaction (0: all in one)."
+)
+LAG_STAT_TIMEOUT_S = 10.0  # `list --lag` gives up on a primary's Stat after this long
 
 
 class Output(StrEnum):
@@ -56,7 +73,18 @@ class Output(StrEnum):
     yaml = "yaml"
 
 
-def _client(consumer: str | None, etcd: str | None, root: str | None) -> ShardClient:
+def client_timeout(seconds: float | None) -> float | None:
+    """`--timeout` as a client's default timeout: not given, the clients' default; 0, no bound."""
+    from gazette.client.timeouts import DEFAULT_TIMEOUT_S
+
+    if seconds is None:
+        return DEFAULT_TIMEOUT_S
+    return None if seconds == 0 else seconds
+
+
+def _client(
+    consumer: str | None, etcd: str | None, root: str | None, timeout: float | None = None
+) -> ShardClient:
     from gazette.consumer.client import ShardClient
 
     if consumer is None and not (etcd and root):
@@ -65,8 +93,8 @@ def _client(consumer: str | None, etcd: str | None, root: str | None) -> ShardCl
             "or --etcd and --root (the consumer application's etcd root)"
         )
     if consumer is not None:
-        return ShardClient(consumer)
-    return ShardClient(etcd=etcd, root=root)
+        return ShardClient(consumer, timeout=client_timeout(timeout))
+    return ShardClient(etcd=etcd, root=root, timeout=client_timeout(timeout))
 
 
 def _table(rows: list[dict[str, Any]], columns: list[str]) -> None:
@@ -82,63 +110,34 @@ def _table(rows: list[dict[str, Any]], columns: list[str]) -> None:
         Console(width=max(natural, console.width)).print(table)
 
 
-# ---- the shardspace YAML
-
-
-def shard_entry(info: ShardInfo) -> dict[str, Any]:
-    """A listed shard as a `shards:` entry (its spec, labels as a map, and its revision)."""
-    d = info.spec.to_dict()
-    d["labels"] = dict(info.spec.labels)
-    d["revision"] = info.mod_revision
-    return d
+# ---- the shardspace YAML (gazette.consumer.shardspace)
 
 
 def dump_shards_yaml(infos: list[ShardInfo]) -> str:
-    return yaml.safe_dump({"shards": [shard_entry(i) for i in infos]}, sort_keys=False)
+    """Listed shards as gazctl prints them: hoisted shardspace YAML with each shard's revision."""
+    from gazette.consumer.shardspace import dump_shardspace
+
+    return dump_shardspace((i.spec, i.mod_revision) for i in infos)
 
 
 def load_shards_yaml(text: str) -> list[ShardChange]:
-    """Parses shardspace YAML into changes; every error names the entry and the rule."""
-    from gazette.consumer.client import ShardChange
-    from gazette.consumer.spec import ShardSpec
+    """Parses shardspace YAML (gazctl's) into changes; every error names the entry and the rule."""
+    from gazette.consumer.shardspace import load_shardspace
 
-    try:
-        doc = yaml.safe_load(text)
-    except yaml.YAMLError as exc:
-        raise ValidationError(f"shard specs are not valid YAML: {' '.join(str(exc).split())}") from None
-    if not isinstance(doc, dict) or set(doc) - {"common", "shards"} or "shards" not in doc:
-        raise ValidationError(
-            'shard specs must be a map with "shards" (a list) and optionally "common" (a map)'
-        )
-    common = doc.get("common") or {}
-    entries = doc["shards"] or []
-    if not isinstance(common, dict):
-        raise ValidationError(f'"common" is a {type(common).__name__}, expected a map of ShardSpec fields')
-    if not isinstance(entries, list):
-        raise ValidationError(f'"shards" is a {type(entries).__name__}, expected a list')
-    for key in SHARD_KEYS + ("id",):
-        if key in common:
-            raise ValidationError(f'"common" may not set "{key}" (it belongs to each shard)')
-    changes = []
-    for i, entry in enumerate(entries):
-        if not isinstance(entry, dict) or "id" not in entry:
-            raise ValidationError(f"shards[{i}] is not a map with an id")
-        fields = {**common, **entry}
-        if isinstance(common.get("labels"), dict) and isinstance(entry.get("labels"), dict):
-            fields["labels"] = {**common["labels"], **entry["labels"]}
-        revision = fields.pop("revision", 0)
-        delete = fields.pop("delete", False)
-        if isinstance(revision, bool) or not isinstance(revision, int) or revision < -1:
-            raise ValidationError(
-                f'shard "{entry["id"]}" has revision {revision!r} (expected -1, 0 or a revision)'
-            )
-        if not isinstance(delete, bool):
-            raise ValidationError(f'shard "{entry["id"]}" has delete {delete!r} (expected true or false)')
-        if delete:
-            changes.append(ShardChange(delete=str(entry["id"]), expect_mod_revision=revision or -1))
-        else:
-            changes.append(ShardChange(upsert=ShardSpec.from_dict(fields), expect_mod_revision=revision))
-    return changes
+    return load_shardspace(text)
+
+
+def apply_changes(client: ShardClient, changes: list[ShardChange], max_txn_size: int = 0) -> int:
+    """Applies `changes` in one transaction, or (`max_txn_size` > 0) in batches of at most that many,
+    as gazctl's --max-txn-size does (earlier batches stay applied if a later one fails); returns the
+    etcd revision of the last."""
+    if max_txn_size < 0:
+        raise ValidationError(f"--max-txn-size {max_txn_size} is negative (0: one transaction)")
+    size = max_txn_size or max(len(changes), 1)
+    revision = 0
+    for begin in range(0, len(changes), size):
+        revision = client.apply_shards(changes[begin : begin + size])
+    return revision
 
 
 # ---- commands
@@ -152,13 +151,29 @@ def shards_list(
         False, "--lag", help="Add each shard's read lag: source write heads minus its checkpoint's offsets."
     ),
     verbose: bool = typer.Option(False, "-v", "--verbose", help="With --lag: the lag of each source too."),
+    label_columns: list[str] = typer.Option(
+        [], "-L", "--label-columns", help="Labels to add as table columns (repeatable), as gazctl's -L."
+    ),
+    rf: bool = typer.Option(
+        False, "--rf", help="Add the replication factor column (1 + hot_standbys, 0 if disabled)."
+    ),
+    _primary: bool = typer.Option(
+        False, "-p", "--primary", help="Accepted for gazctl's sake: the table always shows the primary."
+    ),
+    _replicas: bool = typer.Option(
+        False, "-r", "--replicas", help="Accepted for gazctl's sake: the table always shows the replicas."
+    ),
     consumer: str | None = ConsumerOpt,
     etcd: str | None = EtcdOpt,
     root: str | None = RootOpt,
     broker: str = BrokerOpt,
+    timeout: float | None = TimeoutOpt,
 ) -> None:
-    """List shards with their replicas' statuses (and the errors of FAILED ones)."""
-    with _client(consumer, etcd, root) as c:
+    """List shards with their replicas' statuses (and the errors of FAILED ones).
+
+    The meta-label `id` selects shards by id, e.g. -l "id in (count-000, count-001)". -o yaml prints
+    the shardspace gazctl prints (and `shards apply` reads)."""
+    with _client(consumer, etcd, root, timeout) as c:
         infos = c.list_shards(selector)
         lags = shard_lags(c, infos, broker) if lag and output != Output.yaml else {}
     if output == Output.yaml:
@@ -177,6 +192,8 @@ def shards_list(
                 "revision": info.mod_revision,
                 "sources": ", ".join(s.journal for s in info.spec.sources),
                 "errors": "; ".join(e for r in info.replicas for e in r.status.errors),
+                "rf": 0 if info.spec.disable else 1 + info.spec.hot_standbys,
+                **{f"label {n}": ",".join(info.spec.labels.values_of(n)) or "<none>" for n in label_columns},
                 "spec": info.spec.to_dict(),
                 "replica_list": [
                     {
@@ -199,33 +216,38 @@ def shards_list(
         for r in rows:
             r["replicas"] = r.pop("replica_list")
             r.pop("source lag", None)
+            for n in label_columns:
+                r.pop(f"label {n}", None)
         print(json.dumps(rows, indent=2))
     else:
         columns = ["id", "status", "primary", "replicas", "revision", "sources", "errors"]
+        columns += (["rf"] if rf else []) + [f"label {n}" for n in label_columns]
         columns += (["lag"] + (["source lag"] if verbose else [])) if lag else []
         _table(rows, columns)
 
 
 def shard_lags(client: ShardClient, infos: list[ShardInfo], broker: str) -> dict[str, dict[str, int] | None]:
     """Per shard: bytes of each source not yet read, i.e. the source's write head minus where the
-    shard's last committed checkpoint reads from (its read-through, at least the source's min_offset).
-    None for a shard without a PRIMARY to ask."""
+    shard's last completed transaction read through (Stat's read_through, as gazctl's --lag; at least
+    the source's min_offset), so it works with Gazette consumers too. None for a shard without a
+    PRIMARY to ask. Journal calls share the shard client's timeout."""
     from gazette.client.sync import Client
     from gazette.consumer.status import ReplicaCode
+    from gazette.protocol.validate import split_journal_meta
 
     out: dict[str, dict[str, int] | None] = {}
     heads: dict[str, int] = {}
-    with Client(broker) as journals:
+    with Client(broker, timeout=client.timeout) as journals:
         for info in infos:
             primary = info.primary
             if primary is None or primary.status.code != ReplicaCode.PRIMARY:
                 out[info.spec.id] = None
                 continue
-            read_through = client.inspect(info.spec.id, timeout=LAG_INSPECT_TIMEOUT_S).checkpoint.read_through
+            read_through = client.stat_shard(info.spec.id, timeout=LAG_STAT_TIMEOUT_S).read_through
             per_source = {}
             for source in info.spec.sources:
                 if source.journal not in heads:
-                    heads[source.journal] = journals.read_head(source.journal)
+                    heads[source.journal] = journals.read_head(split_journal_meta(source.journal)[0])
                 start = max(read_through.get(source.journal, 0), source.min_offset)
                 per_source[source.journal] = max(heads[source.journal] - start, 0)
             out[info.spec.id] = per_source
@@ -236,11 +258,15 @@ def shard_lags(client: ShardClient, infos: list[ShardInfo], broker: str) -> dict
 def shards_apply(
     specs: Path = typer.Option(Path("-"), "--specs", help="Shardspace YAML ('-' = stdin)."),
     dry_run: bool = typer.Option(False, "--dry-run", help="Validate and print, apply nothing."),
+    max_txn_size: int = MaxTxnSizeOpt,
     consumer: str | None = ConsumerOpt,
     etcd: str | None = EtcdOpt,
     root: str | None = RootOpt,
+    timeout: float | None = TimeoutOpt,
 ) -> None:
-    """Create, update or delete shards (source journals must exist with a registered framing)."""
+    """Create, update or delete shards from shardspace YAML, gazctl's (source journals must exist
+    with a registered framing). An entry's revision makes it a compare-and-swap: 0 or omitted, the
+    shard must not exist; -1, any revision; `delete: true` removes the shard."""
     text = sys.stdin.read() if str(specs) == "-" else specs.read_text()
     changes = load_shards_yaml(text)
     if dry_run:
@@ -248,9 +274,78 @@ def shards_apply(
             what = "delete" if ch.delete else "upsert"
             console.print(f"{what} {ch.shard} (expect revision {ch.expect_mod_revision})", soft_wrap=True)
         return
-    with _client(consumer, etcd, root) as c:
-        revision = c.apply_shards(changes)
+    with _client(consumer, etcd, root, timeout) as c:
+        revision = apply_changes(c, changes, max_txn_size)
     console.print(f"applied {len(changes)} change(s) at etcd revision {revision}")
+
+
+EDIT_HEADER = """\
+# Edit the shards below and save: they are applied when the editor exits (each "revision" makes its
+# change a compare-and-swap, so edits racing another writer fail rather than overwrite it).
+# Delete a shard with "delete: true". An empty file cancels; so does leaving it unchanged.
+"""
+
+
+def _without_header(text: str) -> str:
+    """`text` without its leading comment lines (the header, and a previous attempt's error)."""
+    lines = text.splitlines(keepends=True)
+    while lines and lines[0].startswith("#"):
+        lines.pop(0)
+    return "".join(lines)
+
+
+def _run_editor(path: str) -> None:
+    editor = os.environ.get("GAZ_EDITOR") or os.environ.get("EDITOR") or "vi"  # as gazctl picks it
+    proc = subprocess.run(["/bin/sh", "-c", f'{editor} "$0"', path])
+    if proc.returncode != 0:
+        raise ValidationError(f"the editor ({editor}) exited with status {proc.returncode}; nothing applied")
+
+
+@shards_app.command("edit")
+def shards_edit(
+    selector: str = typer.Option(
+        ..., "-l", "--selector", help='Label selector of the shards to edit, e.g. "id=count-000".'
+    ),
+    max_txn_size: int = MaxTxnSizeOpt,
+    consumer: str | None = ConsumerOpt,
+    etcd: str | None = EtcdOpt,
+    root: str | None = RootOpt,
+    timeout: float | None = TimeoutOpt,
+) -> None:
+    """Edit shards in $EDITOR (as gazctl shards edit): the selected shards' shardspace YAML with
+    revisions is opened, and what is saved is applied. A failed apply opens the edits again with the
+    error on top; saving them unchanged (or empty) gives up."""
+    with _client(consumer, etcd, root, timeout) as c:
+        infos = c.list_shards(selector)
+        if not infos:
+            raise ValidationError(f'no shards match selector "{selector}"')
+        body = dump_shards_yaml(infos)
+        error = ""
+        fd, path = tempfile.mkstemp(prefix="gazette-shards-edit-", suffix=".yaml")
+        os.close(fd)
+        try:
+            while True:
+                notice = "".join(f"# {line}\n" for line in f"Apply failed: {error}".splitlines() if error)
+                Path(path).write_text(EDIT_HEADER + notice + body)
+                _run_editor(path)
+                edited = _without_header(Path(path).read_text())
+                if not edited.strip():
+                    console.print("Cancelled; empty file.")
+                    return
+                if edited == body:
+                    why = "no changes to invalid file." if error else "nothing to do."
+                    console.print(f"Cancelled; {why}")
+                    return
+                try:
+                    changes = load_shards_yaml(edited)
+                    revision = apply_changes(c, changes, max_txn_size)
+                except GazetteError as exc:
+                    body, error = edited, str(exc)
+                    continue
+                console.print(f"applied {len(changes)} change(s) at etcd revision {revision}")
+                return
+        finally:
+            os.unlink(path)
 
 
 def _offsets(pairs: list[str]) -> dict[str, int]:
@@ -269,7 +364,12 @@ def shards_stat(
     read_through: list[str] = typer.Option(
         [], "-r", "--read-through", help="journal=offset: wait until the shard has read through it."
     ),
-    timeout: float | None = typer.Option(None, "--timeout", help="Give up after this many seconds."),
+    timeout: float | None = typer.Option(
+        None,
+        "--timeout",
+        envvar="GAZETTE_TIMEOUT",
+        help="Give up after this many seconds (default 60; 0: never).",
+    ),
     output: Output = typer.Option(Output.table, "-o", "--output"),
     consumer: str | None = ConsumerOpt,
     etcd: str | None = EtcdOpt,
@@ -277,8 +377,8 @@ def shards_stat(
 ) -> None:
     """Read-your-writes: wait until the shard's primary read through the offsets; print its progress."""
     offsets = _offsets(read_through)
-    with _client(consumer, etcd, root) as c:
-        stat = c.stat_shard(shard, offsets, timeout=timeout)
+    with _client(consumer, etcd, root, timeout) as c:
+        stat = c.stat_shard(shard, offsets)
     doc = {
         "shard": stat.shard,
         "primary": f"{stat.member[0]}#{stat.member[1]}",
@@ -312,14 +412,23 @@ def shards_unassign(
     consumer: str | None = ConsumerOpt,
     etcd: str | None = EtcdOpt,
     root: str | None = RootOpt,
+    timeout: float | None = TimeoutOpt,
 ) -> None:
-    """Remove shards' primary assignments (--failed: their FAILED ones) so they are placed again."""
+    """Remove shards' FAILED assignments and their primaries' (--failed: the FAILED ones only), as
+    gazctl shards unassign does, so they are placed again."""
+    from gazette.protocol.selector import LabelSelector
+
     ids = list(shards or [])
     if bool(ids) == bool(selector):
         raise ValidationError("unassign takes shard ids or a selector (-l), exactly one of the two")
-    with _client(consumer, etcd, root) as c:
+    with _client(consumer, etcd, root, timeout) as c:
         if selector:
             ids = [i.spec.id for i in c.list_shards(selector)]
+        else:  # named shards must exist (the Shard service passes over unknown ones)
+            known = {i.spec.id for i in c.list_shards(LabelSelector([("id", s, False) for s in ids]))}
+            missing = [s for s in ids if s not in known]
+            if missing:
+                raise ValidationError(f'shard "{missing[0]}" is not a shard of this consumer application')
         acted = c.unassign(ids, only_failed=failed, dry_run=dry_run) if ids else []
     for shard in acted:
         console.print(f"{'would unassign' if dry_run else 'unassigned'} {shard}", soft_wrap=True)
@@ -332,9 +441,10 @@ def shards_inspect(
     consumer: str | None = ConsumerOpt,
     etcd: str | None = EtcdOpt,
     root: str | None = RootOpt,
+    timeout: float | None = TimeoutOpt,
 ) -> None:
     """Print the primary's last committed checkpoint, sequencer state and recent transactions (JSON)."""
-    with _client(consumer, etcd, root) as c:
+    with _client(consumer, etcd, root, timeout) as c:
         ins = c.inspect(shard)
     doc = {
         "shard": ins.shard,
@@ -386,14 +496,15 @@ def _shard_specs(
     return [specs[s] for s in shards]
 
 
-def _run_with_journals(broker: str, etcd: str, fn: Any) -> Any:
-    """Runs `await fn(async journal client, etcd client)` on the facade loop, closing both."""
+def _run_with_journals(broker: str, etcd: str, fn: Any, timeout: float | None = None) -> Any:
+    """Runs `await fn(async journal client, etcd client)` on the facade loop, closing both; `timeout`
+    is `--timeout` (the journal client's default for each call)."""
     from gazette.client.aio import AsyncClient
     from gazette.client.loop import default_loop
     from gazette.keyspace.etcd import connect
 
     async def run() -> Any:
-        journals, etcd_client = AsyncClient(broker), connect(etcd)
+        journals, etcd_client = AsyncClient(broker, timeout=client_timeout(timeout)), connect(etcd)
         try:
             return await fn(journals, etcd_client)
         finally:
@@ -419,11 +530,12 @@ def _etcd_errors(etcd: str, fn: Any) -> Any:
 @shards_app.command("recover")
 def shards_recover(
     shard: str = typer.Option(..., "--shard", "--id", help="Shard id."),
-    directory: Path = typer.Option(..., "--dir", help="A new or empty directory to play the log into."),
+    directory: Path = typer.Option(..., "--dir", "-d", help="A new or empty directory to play the log into."),
     etcd: str | None = EtcdOpt,
     root: str | None = RootOpt,
     broker: str = BrokerOpt,
     output: Output = typer.Option(Output.table, "-o", "--output"),
+    timeout: float | None = TimeoutOpt,
 ) -> None:
     """Play a shard's recovery log into a directory (from its stored hints) to inspect its store offline."""
     from gazette.consumer.recoverylog.offline import check_empty_directory, recover_directory
@@ -435,7 +547,7 @@ def shards_recover(
     async def run(journals: AsyncClient, etcd_client: Any) -> Any:
         return await recover_directory(journals, etcd_client, spec, str(directory))
 
-    got = _run_with_journals(broker, etcd, run)
+    got = _run_with_journals(broker, etcd, run, timeout)
     if output != Output.table:
         doc = {**dataclasses.asdict(got), "files": [{"path": p, "bytes": n} for p, n in got.files]}
         print(
@@ -462,6 +574,7 @@ def shards_prune(
     etcd: str | None = EtcdOpt,
     root: str | None = RootOpt,
     broker: str = BrokerOpt,
+    timeout: float | None = TimeoutOpt,
 ) -> None:
     """Delete recovery-log fragments that no stored hints (primary or backup) need any more."""
     from gazette.consumer.recoverylog.prune import LogPrune, prune_recovery_log
@@ -477,7 +590,7 @@ def shards_prune(
         return [await prune_recovery_log(journals, etcd_client, s, dry_run=dry_run) for s in specs]
 
     total = 0
-    for result in _run_with_journals(broker, etcd, run):
+    for result in _run_with_journals(broker, etcd, run, timeout):
         needed = result.needed
         if needed.offset is None or needed.offset == 0:
             console.print(f"{result.log}: nothing to prune: {needed.reason}", soft_wrap=True, markup=False)

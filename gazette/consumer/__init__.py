@@ -2,7 +2,10 @@
 
 Shards (ShardSpec) are items and consumers members of the generic allocator under a consumer root;
 each primary runs the transaction loop, committing a checkpoint atomically with its store and
-appending ACK intents only after that commit. Imports client, message, allocator, keyspace, protocol.
+appending ACK intents only after that commit. Members serve Gazette's consumer.Shard protocol and
+keep Gazette's consumer key space, so Gazette's tools manage them (ShardClient works with Gazette's
+consumers too); Shard service errors carry a `ShardStatus`. Imports client, message, allocator,
+keyspace, protocol.
 """
 
 from gazette.consumer.application import Application, DeferToNextTransaction
@@ -23,6 +26,7 @@ from gazette.consumer.sql_store import SQLStore
 from gazette.consumer.status import ReplicaCode, ReplicaStatus
 from gazette.consumer.store import ConsumerCheckpoint, FencingError, MemoryStore, Store
 from gazette.consumer.transaction import Hooks, TxnTiming
+from gazette.protocol.status import ShardStatus
 
 __all__ = [
     "Application",
@@ -47,6 +51,7 @@ __all__ = [
     "ShardSpec",
     "ShardSpecError",
     "ShardStat",
+    "ShardStatus",
     "ShardTimeoutError",
     "Source",
     "Store",

@@ -1,9 +1,14 @@
-"""Shard clients: list, apply, stat (read-your-writes), unassign and inspect shards of a consumer application.
+"""Shard clients: list, apply, stat (read-your-writes), unassign, hints and inspect shards of a consumer
+application.
 
-`AsyncShardClient` talks to the Shard service of consumer members: at given endpoints, or at the
-endpoints the members of a consumer root announce in etcd (found again when one stops answering).
-Any member answers; Stat and Inspect are proxied to the shard's primary. `ShardClient` is the sync
-facade on the process's loop thread. `ConsumerGroup.client()` returns one for a running group.
+`AsyncShardClient` speaks Gazette's consumer.Shard protocol (List, Apply, Stat, GetHints, Unassign),
+so it works with gazette-py consumers and with Gazette's own alike, and gazette-py's
+gazette_py.Shards/Inspect, which only gazette-py consumers serve (a Gazette consumer's UNIMPLEMENTED
+becomes an error saying so). It talks to consumer members at given endpoints, or at the endpoints
+the members of a consumer root announce in etcd (found again when one stops answering). Any member
+answers; Stat and Inspect are proxied to the shard's primary. Statuses are `ShardStatus`es.
+`ShardClient` is the sync facade on the process's loop thread; `ConsumerGroup.client()` returns one
+for a running group.
 """
 
 from __future__ import annotations
@@ -18,38 +23,48 @@ import grpc
 import orjson
 
 from gazette.client.loop import LoopThread, default_loop
+from gazette.client.timeouts import (
+    DEFAULT_TIMEOUT_S,
+    USE_CLIENT_DEFAULT,
+    CallTimeout,
+    CallTrace,
+    Timeout,
+    check_timeout,
+    resolve_timeout,
+)
 from gazette.consumer.allocation import ConsumerSpec
 from gazette.consumer.consumer import ReplicaInfo, ShardInfo
+from gazette.consumer.recoverylog.hints import FSMHints, ShardHints
+from gazette.consumer.recoverylog.ops import RecoveryLogError
 from gazette.consumer.spec import ShardSpec, ShardSpecError
 from gazette.consumer.status import ReplicaCode, ReplicaStatus
 from gazette.consumer.store import ConsumerCheckpoint
 from gazette.consumer.transaction import TxnTiming
 from gazette.keyspace import layout
 from gazette.keyspace.etcd import connect
-from gazette.protocol import consumer_pb2 as pb
-from gazette.protocol import consumer_pb2_grpc as pb_grpc
+from gazette.protocol import gazette_py_pb2, gazette_py_pb2_grpc, shard_pb2, shard_pb2_grpc
 from gazette.protocol.endpoints import GRPC_CLIENT_OPTIONS, grpc_target
 from gazette.protocol.errors import GazetteError, ValidationError
 from gazette.protocol.selector import LabelSelector
-from gazette.protocol.status import Status
+from gazette.protocol.status import ShardStatus, Status
 from gazette.protocol.validate import validate_journal_name, validate_shard_id
 
 # Backoff between attempts (as the journal client's): 50 ms x2, 100 ms x2, 1 s x2, then 5 s.
 RETRY_BACKOFF_S = (0.05, 0.05, 0.1, 0.1, 1.0, 1.0, 5.0)
 MAX_RETRY_ATTEMPTS = 20
 # While a shard changes hands, Stat and Inspect answer these; the client asks again.
-PRIMARY_RETRY_STATUSES = frozenset({Status.NO_SHARD_PRIMARY, Status.NOT_SHARD_PRIMARY, Status.SHARD_STOPPED})
-UNARY_TIMEOUT_S = 30.0  # List, Apply and Unassign
-INSPECT_TIMEOUT_S = 30.0  # Inspect, by default (it waits for a primary meanwhile)
+PRIMARY_RETRY_STATUSES = frozenset(
+    {ShardStatus.NO_SHARD_PRIMARY, ShardStatus.NOT_SHARD_PRIMARY, ShardStatus.SHARD_STOPPED}
+)
+# The gazette_py.Shards service (Inspect) rides beside consumer.Shard; these methods go to it.
+GAZETTE_PY_METHODS = frozenset({"Inspect"})
 
 T = TypeVar("T")
 
 
-class ShardTimeoutError(GazetteError, TimeoutError):
-    """A Stat or Inspect did not complete within its timeout (e.g. the read-through was not reached)."""
-
-    def __init__(self, message: str) -> None:
-        super().__init__(Status.OK, message)
+class ShardTimeoutError(CallTimeout):
+    """A shard call did not complete within its timeout (e.g. a Stat whose read-through was not
+    reached): a CallTimeout naming the shard, the consumer member asked and the last status."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -58,11 +73,14 @@ class ShardChange:
 
     `expect_mod_revision`: -1 applies whatever the current revision, 0 requires that the shard does
     not exist, > 0 that it is the shard's current mod revision (as `list_shards` reports it).
+    `primary_hints` (upserts only) are written as the shard's primary hints in the same transaction
+    (e.g. to start a shard from another's recovered store).
     """
 
     upsert: ShardSpec | None = None
     delete: str = ""
     expect_mod_revision: int = -1
+    primary_hints: FSMHints | None = None
 
     def __post_init__(self) -> None:
         if (self.upsert is None) == (not self.delete):
@@ -80,6 +98,10 @@ class ShardChange:
             validate_shard_id(self.delete)
             if rev == 0:
                 raise ValidationError(f'deleting shard "{self.delete}" needs its mod revision (or -1), not 0')
+            if self.primary_hints is not None:
+                raise ValidationError(f'deleting shard "{self.delete}" takes no primary_hints (upserts only)')
+        if self.primary_hints is not None and not isinstance(self.primary_hints, FSMHints):
+            raise ValidationError(f"ShardChange.primary_hints {self.primary_hints!r} is not an FSMHints")
 
     @property
     def shard(self) -> str:
@@ -122,27 +144,53 @@ def _backoff(attempt: int) -> float:
     return RETRY_BACKOFF_S[min(attempt, len(RETRY_BACKOFF_S) - 1)]
 
 
-def _member(header: pb.Header) -> tuple[str, str]:
+def _trace(operation: str, subject: str) -> CallTrace:
+    """The CallTrace of a shard call (its peers are consumer members)."""
+    return CallTrace(operation, subject, peer="consumer")
+
+
+def _ids(ids: Iterable[str], shown: int = 3) -> str:
+    """Shard ids for a message: the first `shown`, then how many more."""
+    ids = list(ids)
+    more = f" and {len(ids) - shown} more" if len(ids) > shown else ""
+    return (", ".join(ids[:shown]) + more) or "shards"
+
+
+def _member(header: Any) -> tuple[str, str]:
+    """The process id of a protocol.Header (who answered, or the resolved primary)."""
     return (header.process_id.zone, header.process_id.suffix)
 
 
-def shard_info_from_pb(s: pb.ListResponse.Shard) -> ShardInfo:
-    replicas = tuple(
-        ReplicaInfo(
-            r.id.zone,
-            r.id.suffix,
-            r.slot,
-            ReplicaStatus(ReplicaCode(r.status.code), tuple(r.status.errors)),
-            r.endpoint,
+def shard_info_from_pb(s: shard_pb2.ListResponse.Shard) -> ShardInfo:
+    """A listed shard: Gazette's route members (by zone, suffix) each with its status, as replicas
+    with the primary first (slot 0) and the others numbered 1, 2, ... in route order."""
+    route = s.route
+    if len(route.members) != len(s.status):
+        raise GazetteError(
+            ShardStatus.OK,
+            f'listed shard "{s.spec.id}" has {len(route.members)} route members but {len(s.status)} statuses',
         )
-        for r in s.replicas
-    )
-    return ShardInfo(ShardSpec.from_json(s.spec_json), s.mod_revision, replicas)
+    order = sorted(range(len(route.members)), key=lambda i: i != route.primary)
+    replicas = []
+    for slot, i in enumerate(order):
+        member = route.members[i]
+        try:
+            status = ReplicaStatus.from_proto(s.status[i])
+        except ValueError as exc:
+            raise GazetteError(ShardStatus.OK, f'listed shard "{s.spec.id}": {exc}') from None
+        endpoint = route.endpoints[i] if i < len(route.endpoints) else ""
+        number = slot if route.primary >= 0 else slot + 1
+        replicas.append(ReplicaInfo(member.zone, member.suffix, number, status, endpoint))
+    return ShardInfo(ShardSpec.from_proto(s.spec), s.mod_revision, tuple(replicas), s.create_revision)
 
 
 class AsyncShardClient:
     """The Shard service of a consumer application, through `endpoint` (one member's address, or a
-    list to fail over between) or through the members announced under `root` in the etcd at `etcd`."""
+    list to fail over between) or through the members announced under `root` in the etcd at `etcd`.
+
+    `timeout` (seconds, None: no bound) is the default of every call's `timeout=`: a call that runs
+    out (a Stat still short of its read-through, members that do not answer) raises ShardTimeoutError.
+    """
 
     def __init__(
         self,
@@ -150,7 +198,9 @@ class AsyncShardClient:
         *,
         etcd: str | None = None,
         root: str | None = None,
+        timeout: float | None = DEFAULT_TIMEOUT_S,
     ) -> None:
+        self.timeout = check_timeout(timeout)
         if endpoint is None and not (etcd and root):
             raise ValidationError(
                 "a shard client needs a consumer endpoint (e.g. http://127.0.0.1:9000), or etcd= and root= "
@@ -167,11 +217,11 @@ class AsyncShardClient:
         self.root = root.rstrip("/") if root else None
         self._endpoints: list[str] = list(self._fixed)
         self._next = 0
-        self._channels: dict[str, tuple[grpc.aio.Channel, pb_grpc.ShardStub]] = {}
+        self._channels: dict[str, tuple[grpc.aio.Channel, Any, Any]] = {}  # channel, Shard and Shards stubs
 
     async def close(self) -> None:
         channels, self._channels = list(self._channels.values()), {}
-        for channel, _ in channels:
+        for channel, *_stubs in channels:
             await channel.close()
 
     async def __aenter__(self) -> AsyncShardClient:
@@ -182,97 +232,157 @@ class AsyncShardClient:
 
     # ---- the shard space
 
-    async def list_shards(self, selector: str | LabelSelector | None = None) -> list[ShardInfo]:
-        """Shards whose labels (plus the meta-label `id`) match `selector`, with their replicas."""
-        text = str(selector) if isinstance(selector, LabelSelector) else (selector or "")
-        LabelSelector.parse(text)  # bad selectors fail here, naming the problem
-        resp = await self._call("List", pb.ListRequest(selector=text), UNARY_TIMEOUT_S)
+    async def list_shards(
+        self, selector: str | LabelSelector | None = None, *, timeout: Timeout = USE_CLIENT_DEFAULT
+    ) -> list[ShardInfo]:
+        """Shards whose labels (plus the meta-label `id`) match `selector`, with their replicas.
+        ShardTimeoutError after `timeout` seconds (the client's default unless given)."""
+        parsed = LabelSelector.coerce(selector)  # bad selectors fail here, naming the problem
+        trace = _trace("listing of shards", f"matching {str(parsed)!r}" if str(parsed) else "")
+        resp = await self._call(
+            "List", shard_pb2.ListRequest(selector=parsed.to_proto()), self._seconds(timeout), trace
+        )
         self._check(resp.status, "list of shards")
         return [shard_info_from_pb(s) for s in resp.shards]
 
-    async def apply_shards(self, changes: Iterable[ShardSpec | ShardChange]) -> int:
+    async def apply_shards(
+        self, changes: Iterable[ShardSpec | ShardChange], *, timeout: Timeout = USE_CLIENT_DEFAULT
+    ) -> int:
         """Creates, updates or deletes shards in one etcd transaction; returns its revision.
+        ShardTimeoutError after `timeout` seconds (the client's default unless given).
 
         A plain ShardSpec is written whatever its current revision; ShardChanges carry a
         compare-and-swap revision (ETCD_TRANSACTION_FAILED when one does not match) or a deletion.
-        Source journals must exist with a content type that has a registered framing.
+        Source journals must exist with a content type that has a registered framing (a gazette-py
+        member checks; a Gazette consumer does not).
         """
-        req = pb.ApplyRequest()
+        req = shard_pb2.ApplyRequest()
         for ch in changes:
             if isinstance(ch, ShardSpec):
                 ch = ShardChange(upsert=ch)
             elif not isinstance(ch, ShardChange):
                 raise ValidationError(f"{ch!r} is neither a ShardSpec nor a ShardChange")
+            change = req.changes.add(expect_mod_revision=ch.expect_mod_revision)
             if ch.upsert is not None:
-                req.changes.add(
-                    expect_mod_revision=ch.expect_mod_revision, upsert_json=ch.upsert.to_json().decode()
-                )
+                change.upsert.CopyFrom(ch.upsert.to_proto())
+                if ch.primary_hints is not None:
+                    change.primary_hints.CopyFrom(ch.primary_hints.to_proto())
             else:
-                req.changes.add(expect_mod_revision=ch.expect_mod_revision, delete=ch.delete)
+                change.delete = ch.delete
+        trace = _trace(
+            "apply of shards", _ids(c.upsert.id if c.HasField("upsert") else c.delete for c in req.changes)
+        )
         try:
-            resp = await self._call("Apply", req, UNARY_TIMEOUT_S)
+            resp = await self._call("Apply", req, self._seconds(timeout), trace)
         except ValidationError as exc:
             raise ShardSpecError(str(exc)) from None
-        if resp.status == Status.ETCD_TRANSACTION_FAILED:
+        if resp.status == ShardStatus.ETCD_TRANSACTION_FAILED:
             raise GazetteError(
-                Status.ETCD_TRANSACTION_FAILED,
+                ShardStatus.ETCD_TRANSACTION_FAILED,
                 "apply of shards failed: a shard's mod revision did not match its expect_mod_revision "
                 "(list the shards again and retry)",
             )
         self._check(resp.status, "apply of shards")
-        return int(resp.header.etcd_revision)
+        return int(resp.header.etcd.revision)
 
-    async def delete_shards(self, shard_ids: Iterable[str]) -> int:
-        return await self.apply_shards([ShardChange(delete=s) for s in shard_ids])
+    async def delete_shards(self, shard_ids: Iterable[str], *, timeout: Timeout = USE_CLIENT_DEFAULT) -> int:
+        """Deletes the shards in one etcd transaction; returns its revision (as `apply_shards`)."""
+        return await self.apply_shards([ShardChange(delete=s) for s in shard_ids], timeout=timeout)
 
     async def unassign(
-        self, shards: str | Iterable[str], *, only_failed: bool = False, dry_run: bool = False
+        self,
+        shards: str | Iterable[str],
+        *,
+        only_failed: bool = False,
+        dry_run: bool = False,
+        timeout: Timeout = USE_CLIENT_DEFAULT,
     ) -> list[str]:
-        """Removes each shard's primary assignment (with `only_failed`: every FAILED assignment
-        instead), so that the allocator promotes a standby or places it anew. Returns the shards
-        acted on (or that would be, `dry_run`)."""
+        """Removes each shard's FAILED assignments and its primary's (with `only_failed`: the FAILED
+        ones only), as Gazette's Unassign does, so that the allocator promotes a standby or places
+        the shard anew. Returns the shards acted on (or that would be, `dry_run`); shards without
+        such assignments, unknown ones too, are not among them. ShardTimeoutError after `timeout`
+        seconds (the client's default unless given)."""
         ids = [shards] if isinstance(shards, str) else list(shards)
         for s in ids:
             validate_shard_id(s)
-        req = pb.UnassignRequest(shards=ids, only_failed=only_failed, dry_run=dry_run)
-        resp = await self._call("Unassign", req, UNARY_TIMEOUT_S)
-        if resp.status == Status.SHARD_NOT_FOUND:
-            raise GazetteError(Status.SHARD_NOT_FOUND, f"unassign: one of the shards {ids} does not exist")
-        if resp.status == Status.ETCD_TRANSACTION_FAILED:
+        req = shard_pb2.UnassignRequest(shards=ids, only_failed=only_failed, dry_run=dry_run)
+        resp = await self._call("Unassign", req, self._seconds(timeout), _trace("unassign of", _ids(ids)))
+        if resp.status == ShardStatus.ETCD_TRANSACTION_FAILED:
             raise GazetteError(
-                Status.ETCD_TRANSACTION_FAILED, "unassign raced with an assignment change; try again"
+                ShardStatus.ETCD_TRANSACTION_FAILED, "unassign raced with an assignment change; try again"
             )
         self._check(resp.status, "unassign")
         return list(resp.shards)
 
+    async def get_hints(self, shard: str, *, timeout: Timeout = USE_CLIENT_DEFAULT) -> ShardHints:
+        """The shard's stored recovery-log hints, the primary's and its backups' (`.backup.0`
+        newest; None where none are stored), as the Shard service's GetHints reads them from etcd.
+        A shard without a recovery log has none (no backups either). ShardTimeoutError after
+        `timeout` seconds (the client's default unless given)."""
+        validate_shard_id(shard)
+        resp = await self._call(
+            "GetHints",
+            shard_pb2.GetHintsRequest(shard=shard),
+            self._seconds(timeout),
+            _trace("hints of shard", shard),
+        )
+        self._check(resp.status, f"hints of shard {shard}")
+        try:
+            primary = (
+                FSMHints.from_proto(resp.primary_hints.hints, f"primary hints of shard {shard}")
+                if resp.primary_hints.HasField("hints")
+                else None
+            )
+            backups = tuple(
+                FSMHints.from_proto(b.hints, f"backup hints {n} of shard {shard}")
+                if b.HasField("hints")
+                else None
+                for n, b in enumerate(resp.backup_hints)
+            )
+        except RecoveryLogError as exc:
+            raise GazetteError(ShardStatus.OK, str(exc)) from None
+        return ShardHints(primary, backups)
+
     # ---- at the primary
 
     async def stat_shard(
-        self, shard: str, read_through: Mapping[str, int] | None = None, *, timeout: float | None = None
+        self,
+        shard: str,
+        read_through: Mapping[str, int] | None = None,
+        *,
+        timeout: Timeout = USE_CLIENT_DEFAULT,
     ) -> ShardStat:
         """Read-your-writes: returns once the shard's primary has completed (committed and
         acknowledged) a transaction reading each source journal in `read_through` through at least
         the given offset (e.g. an append's `end`); journals that are not sources are ignored.
-        Raises ShardTimeoutError after `timeout` seconds."""
+        Raises ShardTimeoutError after `timeout` seconds (the client's default unless given; None
+        waits as long as it takes)."""
         validate_shard_id(shard)
         offsets = dict(read_through or {})
         for journal, offset in offsets.items():
-            validate_journal_name(journal)
+            validate_journal_name(journal, allow_meta=True)
             if isinstance(offset, bool) or not isinstance(offset, int) or offset < 0:
                 raise ValidationError(
                     f"stat of shard {shard}: read_through[{journal!r}] {offset!r} is not an offset >= 0"
                 )
-        req = pb.StatRequest(shard=shard, read_through=offsets)
-        resp = await self._at_primary("Stat", req, timeout, f"stat of shard {shard} (read_through {offsets})")
+        req = shard_pb2.StatRequest(shard=shard, read_through=offsets)
+        trace = _trace("stat of shard", f"{shard} (read_through {offsets})" if offsets else shard)
+        resp = await self._at_primary("Stat", req, self._seconds(timeout), trace)
         return ShardStat(shard, dict(resp.read_through), dict(resp.publish_at), _member(resp.header))
 
-    async def inspect(self, shard: str, *, timeout: float | None = INSPECT_TIMEOUT_S) -> ShardInspection:
+    async def inspect(self, shard: str, *, timeout: Timeout = USE_CLIENT_DEFAULT) -> ShardInspection:
         """The primary's last committed checkpoint, sequencer state, outcome counts and recent
-        transaction timings. Bounded by default: a paused or partitioned primary raises
-        ShardTimeoutError instead of holding the caller (a widget's refresh) indefinitely."""
+        transaction timings. Bounded by `timeout` (the client's default unless given): a paused or
+        partitioned primary raises ShardTimeoutError instead of holding the caller (a widget's
+        refresh) indefinitely. Only
+        gazette-py consumers serve it (gazette_py.Shards/Inspect); a Gazette consumer's refusal
+        raises a GazetteError saying so."""
         validate_shard_id(shard)
         resp = await self._at_primary(
-            "Inspect", pb.InspectRequest(shard=shard), timeout, f"inspect of shard {shard}"
+            "Inspect",
+            gazette_py_pb2.InspectRequest(shard=shard),
+            self._seconds(timeout),
+            _trace("inspect of shard", shard),
         )
         return ShardInspection(
             shard=shard,
@@ -288,23 +398,28 @@ class AsyncShardClient:
             publish_at=dict(resp.publish_at),
         )
 
-    async def _at_primary(self, method: str, req: Any, timeout: float | None, what: str) -> Any:
-        """Calls `method`, asking again (with backoff) while the shard has no running primary."""
+    def _seconds(self, timeout: Timeout) -> float | None:
+        return resolve_timeout(timeout, self.timeout)
+
+    async def _at_primary(self, method: str, req: Any, timeout: float | None, trace: CallTrace) -> Any:
+        """Calls `method`, asking again (with backoff) while the shard has no running primary, for
+        at most `timeout` seconds in all (then ShardTimeoutError from `trace`)."""
+        what = f"{trace.operation} {trace.subject}"
         deadline = None if timeout is None else time.monotonic() + timeout
         attempt = 0
         while True:
             remaining = None if deadline is None else deadline - time.monotonic()
             if remaining is not None and remaining <= 0:
-                raise ShardTimeoutError(f"{what} did not complete within {timeout} s")
+                raise trace.timeout_error(timeout, ShardTimeoutError)
             try:
-                resp = await self._call(method, req, remaining)
-            except GazetteError as exc:
-                if getattr(exc, "grpc_code", None) == "DEADLINE_EXCEEDED":
-                    raise ShardTimeoutError(f"{what} did not complete within {timeout} s") from None
-                raise
-            status = Status(resp.status)
-            if status == Status.SHARD_STOPPED:
-                await self._raise_if_failed(req.shard, what)
+                resp = await self._call(method, req, remaining, trace)
+            except ShardTimeoutError:
+                raise trace.timeout_error(timeout, ShardTimeoutError) from None  # of the whole call
+            status = ShardStatus(resp.status)
+            trace.saw(status)
+            if status == ShardStatus.SHARD_STOPPED:
+                left = None if deadline is None else max(deadline - time.monotonic(), 0.001)
+                await self._raise_if_failed(req.shard, what, left)
             if status in PRIMARY_RETRY_STATUSES and attempt < MAX_RETRY_ATTEMPTS:
                 pause = _backoff(attempt)
                 if deadline is not None:
@@ -315,13 +430,13 @@ class AsyncShardClient:
             self._check(status, what)
             return resp
 
-    async def _raise_if_failed(self, shard: str, what: str) -> None:
+    async def _raise_if_failed(self, shard: str, what: str, timeout: float | None) -> None:
         """A FAILED primary stays so until unassigned: no use asking again."""
-        for info in await self.list_shards(LabelSelector([("id", shard, False)])):
+        for info in await self.list_shards(LabelSelector([("id", shard, False)]), timeout=timeout):
             primary = info.primary
             if primary is not None and primary.status.code == ReplicaCode.FAILED:
                 raise GazetteError(
-                    Status.SHARD_STOPPED,
+                    ShardStatus.SHARD_STOPPED,
                     f"{what} failed: the shard's primary FAILED ({primary.status.error}); "
                     f"`gazette shards unassign --failed {shard}` places it again",
                 )
@@ -330,8 +445,8 @@ class AsyncShardClient:
 
     @staticmethod
     def _check(status: int, what: str) -> None:
-        if status != Status.OK:
-            raise GazetteError(Status(status), f"{what} failed")
+        if status != ShardStatus.OK:
+            raise GazetteError(ShardStatus(status), f"{what} failed")
 
     async def _discover(self) -> list[str]:
         if self._fixed:
@@ -346,7 +461,7 @@ class AsyncShardClient:
         exiting: list[str] = []
         for kv in resp:
             try:
-                spec = ConsumerSpec.from_json(kv.value)
+                spec = ConsumerSpec.from_bytes(kv.value)
             except ValueError:
                 continue
             if spec.endpoint:
@@ -358,52 +473,76 @@ class AsyncShardClient:
             )
         return found
 
-    def _stub(self, endpoint: str) -> pb_grpc.ShardStub:
+    def _stub(self, endpoint: str, method: str) -> Any:
+        """The stub with `method`: consumer.Shard's, or gazette_py.Shards' for GAZETTE_PY_METHODS."""
         entry = self._channels.get(endpoint)
         if entry is None:
             channel = grpc.aio.insecure_channel(grpc_target(endpoint), options=GRPC_CLIENT_OPTIONS)
-            entry = self._channels[endpoint] = (channel, pb_grpc.ShardStub(channel))
-        return entry[1]
+            entry = self._channels[endpoint] = (
+                channel,
+                shard_pb2_grpc.ShardStub(channel),
+                gazette_py_pb2_grpc.ShardsStub(channel),
+            )
+        return entry[2] if method in GAZETTE_PY_METHODS else entry[1]
 
-    async def _call(self, method: str, req: Any, timeout: float | None) -> Any:
-        """One RPC, trying the next member (found again through etcd) while members are UNAVAILABLE."""
+    async def _call(self, method: str, req: Any, timeout: float | None, trace: CallTrace) -> Any:
+        """One RPC, trying the next member (found again through etcd) while members are UNAVAILABLE,
+        for at most `timeout` seconds (then ShardTimeoutError from `trace`, noted at each attempt)."""
         deadline = None if timeout is None else time.monotonic() + timeout
+
+        def left() -> float | None:
+            return None if deadline is None else max(0.001, deadline - time.monotonic())
+
         attempt = 0
-        last: Exception = GazetteError(Status.OK, "no consumer member answered")
         while True:
             if not self._endpoints or attempt:
                 try:
-                    self._endpoints = await self._discover()
+                    async with asyncio.timeout(left()):  # etcd may not answer either
+                        self._endpoints = await self._discover()
+                except TimeoutError:
+                    trace.saw_error(TimeoutError(f"etcd at {self.etcd} did not list the members"))
+                    raise trace.timeout_error(timeout, ShardTimeoutError) from None
                 except (GazetteError, OSError) as exc:
                     if attempt >= MAX_RETRY_ATTEMPTS:
                         raise
-                    last = exc
+                    trace.saw_error(exc)
                     self._endpoints = []
             if self._endpoints:
-                endpoint = self._endpoints[self._next % len(self._endpoints)]
-                remaining = None if deadline is None else max(0.001, deadline - time.monotonic())
+                endpoint = trace.endpoint = self._endpoints[self._next % len(self._endpoints)]
                 try:
-                    return await getattr(self._stub(endpoint), method)(req, timeout=remaining)
+                    return await getattr(self._stub(endpoint, method), method)(req, timeout=left())
                 except grpc.aio.AioRpcError as exc:
                     code = exc.code()
+                    if code == grpc.StatusCode.DEADLINE_EXCEEDED and deadline is not None:
+                        raise trace.timeout_error(timeout, ShardTimeoutError) from None
+                    trace.saw_rpc_error(exc)
                     if code == grpc.StatusCode.INVALID_ARGUMENT:
                         raise ValidationError(exc.details() or "invalid argument") from None
+                    if code == grpc.StatusCode.UNIMPLEMENTED and method in GAZETTE_PY_METHODS:
+                        raise GazetteError(
+                            ShardStatus.OK,
+                            f"{method} at {endpoint}: the consumer there is not a gazette-py consumer (it "
+                            f"does not serve gazette_py.Shards/{method}, only Gazette's consumer.Shard "
+                            "service: List, Apply, Stat, GetHints, Unassign)",
+                            grpc_code=code.name,
+                        ) from None
                     if code != grpc.StatusCode.UNAVAILABLE or attempt >= MAX_RETRY_ATTEMPTS:
                         raise GazetteError(
                             Status.OK,
                             f"{method} at {endpoint}: {code.name}: {exc.details()}",
                             grpc_code=code.name,
                         ) from None
-                    last = GazetteError(Status.OK, f"{method} at {endpoint}: UNAVAILABLE: {exc.details()}")
                     self._next += 1
-            if deadline is not None and time.monotonic() >= deadline:
-                raise GazetteError(Status.OK, f"{method}: {last}", grpc_code="DEADLINE_EXCEEDED")
+            if deadline is not None and time.monotonic() + _backoff(attempt) >= deadline:
+                await asyncio.sleep(max(deadline - time.monotonic(), 0.0))
+                raise trace.timeout_error(timeout, ShardTimeoutError)
             await asyncio.sleep(_backoff(attempt))
             attempt += 1
 
 
 class ShardClient:
-    """The sync facade of AsyncShardClient (same arguments and methods, not awaitable)."""
+    """The sync facade of AsyncShardClient (same arguments and methods, not awaitable). `timeout`
+    (seconds, None: no bound) is the default of every call's `timeout=` (ShardTimeoutError)."""
 
     def __init__(
         self,
@@ -412,13 +551,19 @@ class ShardClient:
         etcd: str | None = None,
         root: str | None = None,
         loop: LoopThread | None = None,
+        timeout: float | None = DEFAULT_TIMEOUT_S,
     ) -> None:
         self._loop = loop or default_loop()
 
         async def make() -> AsyncShardClient:
-            return AsyncShardClient(endpoint, etcd=etcd, root=root)
+            return AsyncShardClient(endpoint, etcd=etcd, root=root, timeout=timeout)
 
         self.aio: AsyncShardClient = self._loop.run(make())
+
+    @property
+    def timeout(self) -> float | None:
+        """The default timeout of this client's calls, in seconds (None: no bound)."""
+        return self.aio.timeout
 
     def _run(self, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
         return self._loop.run(fn(*args, **kwargs))
@@ -432,29 +577,49 @@ class ShardClient:
     def __exit__(self, *exc: object) -> None:
         self.close()
 
-    def list_shards(self, selector: str | LabelSelector | None = None) -> list[ShardInfo]:
-        result: list[ShardInfo] = self._run(self.aio.list_shards, selector)
+    def list_shards(
+        self, selector: str | LabelSelector | None = None, *, timeout: Timeout = USE_CLIENT_DEFAULT
+    ) -> list[ShardInfo]:
+        result: list[ShardInfo] = self._run(self.aio.list_shards, selector, timeout=timeout)
         return result
 
-    def apply_shards(self, changes: Iterable[ShardSpec | ShardChange]) -> int:
-        return int(self._run(self.aio.apply_shards, list(changes)))
+    def apply_shards(
+        self, changes: Iterable[ShardSpec | ShardChange], *, timeout: Timeout = USE_CLIENT_DEFAULT
+    ) -> int:
+        return int(self._run(self.aio.apply_shards, list(changes), timeout=timeout))
 
-    def delete_shards(self, shard_ids: Iterable[str]) -> int:
-        return int(self._run(self.aio.delete_shards, list(shard_ids)))
+    def delete_shards(self, shard_ids: Iterable[str], *, timeout: Timeout = USE_CLIENT_DEFAULT) -> int:
+        return int(self._run(self.aio.delete_shards, list(shard_ids), timeout=timeout))
 
     def unassign(
-        self, shards: str | Iterable[str], *, only_failed: bool = False, dry_run: bool = False
+        self,
+        shards: str | Iterable[str],
+        *,
+        only_failed: bool = False,
+        dry_run: bool = False,
+        timeout: Timeout = USE_CLIENT_DEFAULT,
     ) -> list[str]:
         ids = [shards] if isinstance(shards, str) else list(shards)
-        result: list[str] = self._run(self.aio.unassign, ids, only_failed=only_failed, dry_run=dry_run)
+        result: list[str] = self._run(
+            self.aio.unassign, ids, only_failed=only_failed, dry_run=dry_run, timeout=timeout
+        )
+        return result
+
+    def get_hints(self, shard: str, *, timeout: Timeout = USE_CLIENT_DEFAULT) -> ShardHints:
+        result: ShardHints = self._run(self.aio.get_hints, shard, timeout=timeout)
         return result
 
     def stat_shard(
-        self, shard: str, read_through: Mapping[str, int] | None = None, *, timeout: float | None = None
+        self,
+        shard: str,
+        read_through: Mapping[str, int] | None = None,
+        *,
+        timeout: Timeout = USE_CLIENT_DEFAULT,
     ) -> ShardStat:
+        """Read-your-writes (see `AsyncShardClient.stat_shard`); ShardTimeoutError after `timeout`."""
         result: ShardStat = self._run(self.aio.stat_shard, shard, read_through, timeout=timeout)
         return result
 
-    def inspect(self, shard: str, *, timeout: float | None = INSPECT_TIMEOUT_S) -> ShardInspection:
+    def inspect(self, shard: str, *, timeout: Timeout = USE_CLIENT_DEFAULT) -> ShardInspection:
         result: ShardInspection = self._run(self.aio.inspect, shard, timeout=timeout)
         return result

@@ -1,9 +1,11 @@
 """Consumer: one member of a consumer application: lease, announcement, allocator, shards (reference 5, 7.3).
 
-The consumer announces `<root>/members/<zone>#<suffix>` (a ConsumerSpec with its shard_limit) under an
-etcd lease, runs the generic Allocator with the shard adapter, and starts a Shard for each assignment
-it holds, stopping those it loses. Replica statuses are CAS writes reduced with the stored value.
-Each member serves the Shard gRPC service (gazette.consumer.service) at `endpoint`, which it announces.
+The consumer announces `<root>/members/<zone>#<suffix>` (a ConsumerSpec with its shard_limit and
+endpoint) under an etcd lease, runs the generic Allocator with the shard adapter, and starts a Shard
+for each assignment it holds, stopping those it loses. Replica statuses are CAS writes reduced with
+the stored value. Every value is Gazette's protobuf message (gazette.consumer.allocation). Each member
+serves Gazette's consumer.Shard gRPC service, and gazette-py's gazette_py.Shards (Inspect) beside it
+(gazette.consumer.service), at `endpoint`, which it announces.
 `stop(graceful=False)` is a crash: nothing is drained and the lease is left to expire.
 """
 
@@ -30,7 +32,7 @@ from gazette.consumer.allocation import (
     shard_adapter,
 )
 from gazette.consumer.application import Application
-from gazette.consumer.service import ShardService
+from gazette.consumer.service import InspectService, ShardService
 from gazette.consumer.shard import Shard
 from gazette.consumer.spec import MAX_HOT_STANDBYS_DEFAULT, ShardSpec
 from gazette.consumer.status import ReplicaStatus
@@ -38,7 +40,7 @@ from gazette.consumer.transaction import Hooks
 from gazette.keyspace import layout
 from gazette.keyspace.etcd import connect, txn
 from gazette.keyspace.keyspace import KeySpace
-from gazette.protocol import consumer_pb2_grpc as pb_grpc
+from gazette.protocol import gazette_py_pb2_grpc, shard_pb2_grpc
 from gazette.protocol.endpoints import GRPC_MESSAGE_OPTIONS, GRPC_SERVER_KEEPALIVE_OPTIONS, advertised_host
 from gazette.protocol.validate import validate_suffix, validate_zone
 
@@ -116,14 +118,17 @@ class Consumer:
         self._server = grpc.aio.server(
             options=[*GRPC_MESSAGE_OPTIONS, *GRPC_SERVER_KEEPALIVE_OPTIONS, ("grpc.so_reuseport", 0)]
         )
-        pb_grpc.add_ShardServicer_to_server(self.service, self._server)
+        shard_pb2_grpc.add_ShardServicer_to_server(self.service, self._server)
+        gazette_py_pb2_grpc.add_ShardsServicer_to_server(InspectService(self.service), self._server)
         self.port = self._server.add_insecure_port(f"{self.host}:{self.port}")
         self.endpoint = f"http://{self.advertise}:{self.port}"
         self.session = await Session.grant(self.etcd, self.lease_ttl_s)
         self.session.add_lost_callback(self._on_lease_lost)
-        spec = ConsumerSpec(shard_limit=self.shard_limit, endpoint=self.endpoint)
+        spec = ConsumerSpec(
+            shard_limit=self.shard_limit, endpoint=self.endpoint, zone=self.zone, suffix=self.suffix
+        )
         self.announcement = await announce(
-            self.etcd, self.member_key, spec.to_json(), self.session,
+            self.etcd, self.member_key, spec.to_bytes(), self.session,
             retry_interval_s=max(1.0, self.lease_ttl_s / 4), mark_exiting=consumer_spec_exiting,
         )  # fmt: skip
         await self.ks.start()
@@ -257,7 +262,7 @@ class Consumer:
             key = kv.key.encode()
             resp = await txn(self.etcd, rpc.TxnRequest(
                 compare=[rpc.Compare(key=key, result=rpc.Compare.EQUAL, target=rpc.Compare.MOD, mod_revision=kv.mod_revision)],
-                success=[rpc.RequestOp(request_put=rpc.PutRequest(key=key, value=reduced.to_json(), ignore_lease=True))],
+                success=[rpc.RequestOp(request_put=rpc.PutRequest(key=key, value=reduced.to_bytes(), ignore_lease=True))],
             ))  # fmt: skip
             if resp.succeeded:
                 await self.ks.wait_for_revision(int(resp.header.revision))
@@ -270,20 +275,30 @@ class Consumer:
 
 @dataclass(frozen=True)
 class ReplicaInfo:
+    """One replica of a listed shard: its member, slot and status.
+
+    Listed from etcd (`list_shards`), `slot` is the assignment's. Listed through the Shard service
+    (`ShardClient.list_shards`), whose answer is Gazette's route (members in (zone, suffix) order and
+    the primary's index) with a status per member, the primary is slot 0 and the others are numbered
+    1, 2, ... in route order: their own slot numbers are not on the wire. `endpoint` is the member's
+    Shard service, when listed through it.
+    """
+
     zone: str
     suffix: str
     slot: int
     status: ReplicaStatus
-    endpoint: str = ""  # the member's Shard service, when listed through it
+    endpoint: str = ""
 
 
 @dataclass(frozen=True)
 class ShardInfo:
-    """A shard as listed: its spec, its etcd mod revision, and its replicas (slot 0 first)."""
+    """A shard as listed: its spec, its etcd mod (and create) revision, and its replicas (slot 0 first)."""
 
     spec: ShardSpec
     mod_revision: int
     replicas: tuple[ReplicaInfo, ...]
+    create_revision: int = 0
 
     @property
     def primary(self) -> ReplicaInfo | None:
@@ -300,7 +315,7 @@ async def apply_shards(
             raise TypeError(f"{spec!r} is not a ShardSpec")
         ops.append(
             rpc.RequestOp(
-                request_put=rpc.PutRequest(key=layout.item_key(root, spec.id).encode(), value=spec.to_json())
+                request_put=rpc.PutRequest(key=layout.item_key(root, spec.id).encode(), value=spec.to_bytes())
             )
         )
     for shard_id in deletes:
@@ -329,5 +344,5 @@ async def list_shards(etcd: aetcd.Client, root: str) -> list[ShardInfo]:
     for kv in ks.prefixed(prefix):
         shard_id = kv.key[len(prefix) :]
         reps = tuple(sorted(replicas.get(shard_id, ()), key=lambda r: r.slot))
-        out.append(ShardInfo(kv.decoded, kv.mod_revision, reps))
+        out.append(ShardInfo(kv.decoded, kv.mod_revision, reps, kv.create_revision))
     return out

@@ -134,7 +134,7 @@ class TransactionLoop:
         self.hooks = hooks
         self.restored = checkpoint
         self.sequencer = Sequencer.from_checkpoint(
-            checkpoint.sequencer, ring_size=shard.spec.ring_buffer_size
+            checkpoint.sequencer, ring_size=shard.spec.effective_ring_buffer_size
         )
         # The shard's clock (reference 7.4): its publisher never moves it; each transaction moves
         # it to the wall time at its beginning (plus `hooks.publish_clock_delta_s`).
@@ -414,7 +414,9 @@ class TransactionLoop:
         await self.in_worker(self.app.finalize_txn, shard, store, self.publisher)
         checkpoint = ConsumerCheckpoint(
             self.sequencer.checkpoint(prune_horizon_clock(PRUNE_HORIZON_24H_S)),
-            dict(self.publisher.build_ack_intents()),
+            # Appended below through the shard's service (each journal's order) once the commit,
+            # which waits for every pending append, is done: after the messages they acknowledge.
+            dict(self.publisher.build_ack_intents(after_messages=True)),
         )
         wait_for = shard.service.pending_except(shard.recovery_log)
         commit = await self.in_worker(store.start_commit, shard, checkpoint, wait_for)

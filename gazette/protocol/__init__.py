@@ -1,5 +1,6 @@
-"""Wire types and the rules about them: the .proto protocol and its generated modules, status codes,
-the error family, labels and selectors, codecs, names and JournalSpec validation.
+"""Wire types and the rules about them: the .proto protocol and its generated modules, status codes
+(the broker's Status, the consumer Shard service's ShardStatus), the error family, labels and
+selectors, codecs, names and JournalSpec validation.
 
 The lowest layer: imports nothing else of gazette.
 """
@@ -10,7 +11,7 @@ from gazette.protocol.errors import GazetteError, ValidationError
 from gazette.protocol.labels import LabelSet
 from gazette.protocol.selector import LabelSelector
 from gazette.protocol.spec import JournalSpec
-from gazette.protocol.status import Status
+from gazette.protocol.status import ShardStatus, Status
 
 __all__ = [
     "Codec",
@@ -18,6 +19,7 @@ __all__ = [
     "JournalSpec",
     "LabelSelector",
     "LabelSet",
+    "ShardStatus",
     "Status",
     "ValidationError",
     "parse_duration",

@@ -95,3 +95,78 @@ class Flusher:
             timeout,
             metadata,
             _registered_method=True)
+
+
+class ShardsStub:
+    """Served beside consumer.Shard by every gazette-py consumer member.
+    """
+
+    def __init__(self, channel):
+        """Constructor.
+
+        Args:
+            channel: A grpc.Channel.
+        """
+        self.Inspect = channel.unary_unary(
+                '/gazette_py.Shards/Inspect',
+                request_serializer=gazette_dot_protocol_dot_gazette__py__pb2.InspectRequest.SerializeToString,
+                response_deserializer=gazette_dot_protocol_dot_gazette__py__pb2.InspectResponse.FromString,
+                _registered_method=True)
+
+
+class ShardsServicer:
+    """Served beside consumer.Shard by every gazette-py consumer member.
+    """
+
+    def Inspect(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+
+def add_ShardsServicer_to_server(servicer, server):
+    rpc_method_handlers = {
+            'Inspect': grpc.unary_unary_rpc_method_handler(
+                    servicer.Inspect,
+                    request_deserializer=gazette_dot_protocol_dot_gazette__py__pb2.InspectRequest.FromString,
+                    response_serializer=gazette_dot_protocol_dot_gazette__py__pb2.InspectResponse.SerializeToString,
+            ),
+    }
+    generic_handler = grpc.method_handlers_generic_handler(
+            'gazette_py.Shards', rpc_method_handlers)
+    server.add_generic_rpc_handlers((generic_handler,))
+    server.add_registered_method_handlers('gazette_py.Shards', rpc_method_handlers)
+
+
+ # This class is part of an EXPERIMENTAL API.
+class Shards:
+    """Served beside consumer.Shard by every gazette-py consumer member.
+    """
+
+    @staticmethod
+    def Inspect(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/gazette_py.Shards/Inspect',
+            gazette_dot_protocol_dot_gazette__py__pb2.InspectRequest.SerializeToString,
+            gazette_dot_protocol_dot_gazette__py__pb2.InspectResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)

@@ -15,7 +15,7 @@ from pathlib import Path
 
 PROTO_DIR = Path(__file__).resolve().parent
 REPO_ROOT = PROTO_DIR.parent.parent
-PROTO_FILES = ("broker.proto", "gazette_py.proto", "recoverylog.proto", "shard.proto", "consumer.proto")
+PROTO_FILES = ("broker.proto", "recoverylog.proto", "shard.proto", "gazette_py.proto")
 
 
 def generated_names(proto: str) -> list[str]:

@@ -1,5 +1,12 @@
-"""Protocol status codes (reference 3.2) as a Python enum mirroring broker.proto's `Status`, plus
-the shard statuses of consumer.proto (reference 7.8), numbered from 100 so that one enum holds both."""
+"""Protocol status codes as Python enums: `Status`, the broker's (broker.proto's `protocol.Status`,
+reference 3.2), and `ShardStatus`, the consumer's (shard.proto's `consumer.Status`, reference 7.8).
+
+They are two enums because they are two on the wire: each numbers its codes from 0, so 1 is
+JOURNAL_NOT_FOUND in one and SHARD_NOT_FOUND in the other, and ETCD_TRANSACTION_FAILED is 9 in one
+and 4 in the other. A status of one enum never compares equal to a status of the other (however
+equal their numbers), so `err.status == Status.JOURNAL_NOT_FOUND` is False for a SHARD_NOT_FOUND
+error; each still compares equal to its own number, as the generated messages' enum fields hold them.
+"""
 
 from __future__ import annotations
 
@@ -7,7 +14,23 @@ from enum import IntEnum
 from typing import Any
 
 
-class Status(IntEnum):
+class _TypedStatus(IntEnum):
+    """An IntEnum whose members equal their own numbers but never a member of another such enum."""
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, _TypedStatus) and type(other) is not type(self):
+            return False
+        return int(self) == other
+
+    def __ne__(self, other: object) -> bool:
+        return not self.__eq__(other)
+
+    __hash__ = int.__hash__
+
+
+class Status(_TypedStatus):
+    """The broker's statuses (protocol.Status)."""
+
     OK = 0
     JOURNAL_NOT_FOUND = 1
     NO_JOURNAL_PRIMARY_BROKER = 2
@@ -24,13 +47,24 @@ class Status(IntEnum):
     REGISTER_MISMATCH = 13
     SUSPENDED = 14
     FRAGMENT_STORE_UNHEALTHY = 15
-    # consumer.proto's Status (which shares OK and ETCD_TRANSACTION_FAILED).
-    SHARD_NOT_FOUND = 100
-    NO_SHARD_PRIMARY = 101
-    NOT_SHARD_PRIMARY = 102
-    SHARD_STOPPED = 103
 
 
-def to_pb(status: Status | int) -> Any:
+class ShardStatus(_TypedStatus):
+    """The consumer Shard service's statuses (consumer.Status)."""
+
+    OK = 0
+    # The shard has no ShardSpec.
+    SHARD_NOT_FOUND = 1
+    # The shard has no primary assignment.
+    NO_SHARD_PRIMARY = 2
+    # The member is not the shard's primary, and the request (proxied already) may not be proxied.
+    NOT_SHARD_PRIMARY = 3
+    # An Apply's or Unassign's compare-and-swap failed: a revision moved on meanwhile.
+    ETCD_TRANSACTION_FAILED = 4
+    # The shard's primary stopped (failed, or lost its assignment) while the request waited.
+    SHARD_STOPPED = 5
+
+
+def to_pb(status: Status | ShardStatus | int) -> Any:
     """A status as the generated messages' enum field takes it (typed loosely for the .pyi stubs)."""
     return int(status)

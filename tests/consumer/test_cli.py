@@ -72,6 +72,43 @@ def test_shards_commands_round_trip(cluster, tmp_path) -> None:
     stale = one_error_line(gazette("shards", "apply", env=env, input=listed))  # those moved on
     assert "ETCD_TRANSACTION_FAILED" in stale and "mod revision did not match" in stale
 
+    # gazctl's form: labels as name/value lists (the single label store=rocksdb), batches of one.
+    def relabel(text: str) -> str:
+        assert "  - name: app\n    value: count\n" in text  # hoisted to common, as gazctl lists it
+        return text.replace("name: app\n    value: count", "name: store\n    value: rocksdb")
+
+    stale_yaml = relabel(listed)
+    ok(
+        gazette(
+            "shards",
+            "apply",
+            "--max-txn-size",
+            "1",
+            env=env,
+            input=relabel(ok(gazette("shards", "list", "-o", "yaml", env=env))),
+        )
+    )
+    assert all(
+        s.spec.labels.value_of("store") == "rocksdb" and s.spec.labels.value_of("app") is None
+        for s in group.list_shards()
+    )
+    assert "ETCD_TRANSACTION_FAILED" in one_error_line(gazette("shards", "apply", env=env, input=stale_yaml))
+
+    # edit: the listed YAML opened in $EDITOR (a script here), what it saves applied.
+    editor = tmp_path / "editor.py"
+    editor.write_text(
+        "import sys\np = sys.argv[1]\ntext = open(p).read()\n"
+        "open(p, 'w').write(text.replace('max_txn_duration: 50ms', 'max_txn_duration: 70ms'))\n"
+    )
+    edit_env = {**env, "EDITOR": f"{sys.executable} {editor}"}
+    assert "applied 1 change(s)" in ok(gazette("shards", "edit", "-l", "id=count-001", env=edit_env))
+    specs = {s.spec.id: s.spec for s in group.list_shards()}
+    assert specs["count-001"].max_txn_duration == 0.07 and specs["count-000"].max_txn_duration == 0.05
+    assert "Cancelled; nothing to do." in ok(
+        gazette("shards", "edit", "-l", "id=count-001", env={**env, "EDITOR": "true"})
+    )
+    assert "no shards match" in one_error_line(gazette("shards", "edit", "-l", "id=nope-000", env=edit_env))
+
     rows = json.loads(ok(gazette("shards", "list", "-o", "json", "-l", "tier=b", env=env)))
     assert [r["id"] for r in rows] == ["count-001"]
     assert [(r["slot"], r["status"]) for r in rows[0]["replicas"]] == [(0, "PRIMARY"), (1, "STANDBY")]

@@ -12,13 +12,12 @@ import threading
 from collections import Counter
 from typing import Any
 
-import orjson
 from cli_run import gazette, ok, one_error_line
 from waiting import wait_for
 
-from gazette.consumer import Application, MemoryStore, ReplicaCode, Shard, ShardInfo, ShardSpec
-from gazette.consumer.json_store import JSONFileStore
-from gazette.consumer.recoverylog import backup_hints_key, fetch_hints
+from gazette.consumer import Application, MemoryStore, ReplicaCode, Shard, ShardChange, ShardInfo, ShardSpec
+from gazette.consumer.json_store import JSONFileStore, decode_state_file
+from gazette.consumer.recoverylog import backup_hints_key, fetch_hints, primary_hints_key
 from gazette.consumer.recoverylog.prune import needed_offset, stored_hints
 from gazette.keyspace.etcd import connect
 from gazette.message import Envelope, Publisher
@@ -143,8 +142,7 @@ def test_recover_then_prune_by_hints(cluster, etcd_root, tmp_path) -> None:
     assert f"recovered shard {SHARD_ID} from {LOG}" in out and "state.json" in out
     assert _files(recovered_dir) == _files(live.recovery.directory)
     assert set(_files(recovered_dir)) == {"state.json"}
-    state = orjson.loads(_files(recovered_dir)["state.json"])
-    assert state["state"] == {"counts": dict(Counter(keys))}
+    assert decode_state_file(_files(recovered_dir)["state.json"]).state == {"counts": dict(Counter(keys))}
     # ... a directory that is not empty is refused before anything is read or removed.
     line = one_error_line(gazette("shards", "recover", "--shard", SHARD_ID, "--dir", recovered_dir, env=env))
     assert "is not empty" in line and recovered_dir in line
@@ -172,6 +170,16 @@ def test_recover_then_prune_by_hints(cluster, etcd_root, tmp_path) -> None:
     )
     needed = needed_offset(LOG, stored_hints(hints, spec.hint_prefix, SHARD_ID))
     assert needed.hints_key == backup_hints_key(spec.hint_prefix, SHARD_ID, 0)
+    # The Shard service's GetHints answers the same hints; Apply's primary_hints writes the
+    # `.primary` key (here: the verified backup, which needs no lower offset than the stored ones).
+    fetched = shard_client.get_hints(SHARD_ID)
+    assert (fetched.primary, fetched.backups) == (hints.primary, hints.backups)
+    shard_client.apply_shards([ShardChange(upsert=spec, expect_mod_revision=-1, primary_hints=hints.backups[0])])
+    assert shard_client.get_hints(SHARD_ID).primary == hints.backups[0] == _hints(cluster.etcd_endpoint, spec).primary
+    hints = _hints(cluster.etcd_endpoint, spec)
+    offset = needed.offset
+    needed = needed_offset(LOG, stored_hints(hints, spec.hint_prefix, SHARD_ID))
+    assert (needed.offset, needed.hints_key) == (offset, primary_hints_key(spec.hint_prefix, SHARD_ID))
     assert ends[1] <= needed.offset < ends[2]  # the last commit of batch 3
 
     more = [f"m{i % 4}" for i in range(30)]
@@ -206,7 +214,7 @@ def test_recover_then_prune_by_hints(cluster, etcd_root, tmp_path) -> None:
     assert doc["hints_key"] == needed.hints_key and doc["start_offset"] == needed.offset
     assert [f["path"] for f in doc["files"]] == ["state.json"]
     assert _files(again_dir) == _files(_primary(group).recovery.directory)
-    assert orjson.loads(_files(again_dir)["state.json"])["state"] == {"counts": dict(Counter(keys))}
+    assert decode_state_file(_files(again_dir)["state.json"]).state == {"counts": dict(Counter(keys))}
 
 
 class Gated(Application):

@@ -1,6 +1,7 @@
-"""The Shard service and ShardClient against in-process consumers on a real broker and etcd: list and
-apply (compare-and-swap, validation at the server), stat blocking until read-through (also proxied
-from a non-primary member), inspect after transactions, unassign moving the primary."""
+"""The Shard service (Gazette's consumer.Shard) and ShardClient against in-process consumers on a real
+broker and etcd: list and apply (compare-and-swap, validation at the server, primary hints),
+get_hints, stat blocking until read-through (also proxied from a non-primary member, with the
+forwarder's header), inspect after transactions (gazette_py.Shards), unassign moving the primary."""
 
 from __future__ import annotations
 
@@ -23,12 +24,12 @@ from gazette.consumer import (
     ShardTimeoutError,
 )
 from gazette.message import Envelope, Publisher
-from gazette.protocol import consumer_pb2 as pb
-from gazette.protocol import consumer_pb2_grpc as pb_grpc
+from gazette.protocol import broker_pb2, shard_pb2, shard_pb2_grpc
 from gazette.protocol.endpoints import grpc_target
 from gazette.protocol.errors import GazetteError, ValidationError
+from gazette.protocol.selector import LabelSelector
 from gazette.protocol.spec import JournalSpec
-from gazette.protocol.status import Status
+from gazette.protocol.status import ShardStatus, Status
 
 JSON = {"content-type": "application/x-ndjson"}
 INPUT = "tests/service/input"
@@ -108,12 +109,17 @@ def test_list_and_apply_with_compare_and_swap_and_validation(cluster) -> None:
     # Creating it again (expect "must not exist") and a stale revision both fail the CAS.
     with pytest.raises(GazetteError) as exc:
         shards.apply_shards([ShardChange(upsert=spec, expect_mod_revision=0)])
-    assert exc.value.status == Status.ETCD_TRANSACTION_FAILED
+    assert (
+        exc.value.status == ShardStatus.ETCD_TRANSACTION_FAILED
+        and exc.value.status.name == "ETCD_TRANSACTION_FAILED"
+    )
+    assert exc.value.status != Status.ETCD_TRANSACTION_FAILED  # the broker's is another status (9, not 4)
+    assert exc.value.status != Status.INSUFFICIENT_JOURNAL_BROKERS  # nor is its number's broker status
     edited = ShardSpec("echo-000", [INPUT], max_txn_duration="80ms", labels={"team": "b"})
     rev2 = shards.apply_shards([ShardChange(upsert=edited, expect_mod_revision=rev)])
     with pytest.raises(GazetteError) as exc:
         shards.apply_shards([ShardChange(upsert=spec, expect_mod_revision=rev)])
-    assert exc.value.status == Status.ETCD_TRANSACTION_FAILED
+    assert exc.value.status == ShardStatus.ETCD_TRANSACTION_FAILED
     (info,) = shards.list_shards()
     assert info.spec.max_txn_duration == 0.08 and info.mod_revision == rev2
 
@@ -143,35 +149,48 @@ def test_list_and_apply_with_compare_and_swap_and_validation(cluster) -> None:
     # The server validates what it is sent, whatever the client did.
     channel = grpc.insecure_channel(grpc_target(group.endpoint(0)))
     try:
-        stub = pb_grpc.ShardStub(channel)
-        bad = pb.ApplyRequest(
-            changes=[pb.ApplyRequest.Change(expect_mod_revision=-1, upsert_json='{"id": "x"}')]
+        stub = shard_pb2_grpc.ShardStub(channel)
+        bad = shard_pb2.ApplyRequest(
+            changes=[
+                shard_pb2.ApplyRequest.Change(expect_mod_revision=-1, upsert=shard_pb2.ShardSpec(id="x"))
+            ]
         )
         with pytest.raises(grpc.RpcError) as rpc_exc:
             stub.Apply(bad, timeout=10)
         assert rpc_exc.value.code() == grpc.StatusCode.INVALID_ARGUMENT
         assert "x" in rpc_exc.value.details() and "shard" in rpc_exc.value.details()
-        both = pb.ApplyRequest(
-            changes=[pb.ApplyRequest.Change(upsert_json=spec.to_json().decode(), delete="echo-000")]
+        both = shard_pb2.ApplyRequest(
+            changes=[shard_pb2.ApplyRequest.Change(upsert=spec.to_proto(), delete="echo-000")]
         )
-        with pytest.raises(grpc.RpcError, match="exactly one of upsert_json or delete"):
+        with pytest.raises(grpc.RpcError, match="exactly one of upsert and delete"):
             stub.Apply(both, timeout=10)
+        # List answers with Gazette's messages: the spec as consumer.ShardSpec, a route, a status each.
+        listed = stub.List(
+            shard_pb2.ListRequest(selector=LabelSelector.parse("id=echo-000").to_proto()), timeout=10
+        )
+        assert listed.status == shard_pb2.OK and listed.header.etcd.revision >= rev2 > 0
+        (raw,) = listed.shards
+        assert ShardSpec.from_proto(raw.spec) == edited and raw.mod_revision == rev2
+        assert len(raw.route.members) == len(raw.status) == 1 and raw.route.primary == 0
+        assert raw.status[0].code == shard_pb2.ReplicaStatus.PRIMARY and raw.route.endpoints[0]
     finally:
         channel.close()
 
-    # Deletion by revision; unknown shards are SHARD_NOT_FOUND for stat and unassign.
+    # Deletion by revision; unknown shards are SHARD_NOT_FOUND for stat, and not unassigned.
     shards.apply_shards([ShardChange(delete="other-000", expect_mod_revision=-1)])
     with pytest.raises(GazetteError) as exc:
         shards.apply_shards([ShardChange(delete="echo-000", expect_mod_revision=rev)])
-    assert exc.value.status == Status.ETCD_TRANSACTION_FAILED
+    assert exc.value.status == ShardStatus.ETCD_TRANSACTION_FAILED
     shards.apply_shards([ShardChange(delete="echo-000", expect_mod_revision=rev2)])
     assert shards.list_shards() == []
     with pytest.raises(GazetteError) as exc:
         shards.stat_shard("echo-000", timeout=10)
-    assert exc.value.status == Status.SHARD_NOT_FOUND
+    assert exc.value.status == ShardStatus.SHARD_NOT_FOUND and "SHARD_NOT_FOUND" in str(exc.value)
+    assert exc.value.status != Status.JOURNAL_NOT_FOUND  # both are 1, in different enums
+    assert shards.unassign("nope-000") == []  # no assignments: nothing to remove
     with pytest.raises(GazetteError) as exc:
-        shards.unassign("echo-000")
-    assert exc.value.status == Status.SHARD_NOT_FOUND
+        shards.get_hints("echo-000")
+    assert exc.value.status == ShardStatus.SHARD_NOT_FOUND
     with pytest.raises(ValidationError, match='deleting shard "echo-000" needs its mod revision'):
         ShardChange(delete="echo-000", expect_mod_revision=0)
 
@@ -217,11 +236,39 @@ def test_stat_blocks_until_read_through_and_inspect_reports_progress(cluster) ->
         standby.close()
     assert ins.member == stat.member
     assert ins.checkpoint.read_through == ins.read_through == done[0].read_through
+
+    # A request with a header was proxied already (Gazette's rule): the standby's member answers
+    # NOT_SHARD_PRIMARY instead of proxying again, and refuses a header naming another member.
+    primary, other = info.replicas
+    channel = grpc.insecure_channel(
+        grpc_target(other.endpoint or group.endpoint(int(other.suffix.split("-")[1])))
+    )
+    try:
+        stub = shard_pb2_grpc.ShardStub(channel)
+        to_standby = broker_pb2.Header(
+            process_id=broker_pb2.ProcessSpec.ID(zone=other.zone, suffix=other.suffix)
+        )
+        resp = stub.Stat(shard_pb2.StatRequest(shard="echo-000", header=to_standby), timeout=10)
+        assert resp.status == shard_pb2.NOT_SHARD_PRIMARY
+        assert (resp.header.process_id.zone, resp.header.process_id.suffix) == (other.zone, other.suffix)
+        to_primary = broker_pb2.Header(
+            process_id=broker_pb2.ProcessSpec.ID(zone=primary.zone, suffix=primary.suffix)
+        )
+        with pytest.raises(grpc.RpcError, match="ProcessId doesn't match") as rpc_exc:
+            stub.Stat(shard_pb2.StatRequest(shard="echo-000", header=to_primary), timeout=10)
+        assert rpc_exc.value.code() == grpc.StatusCode.FAILED_PRECONDITION
+        # Without a header it is proxied: the answer's header names the primary and its route.
+        resp = stub.Stat(shard_pb2.StatRequest(shard="echo-000"), timeout=30)
+        assert resp.status == shard_pb2.OK and resp.header.route.primary >= 0
+        assert (resp.header.process_id.zone, resp.header.process_id.suffix) == stat.member
+        assert len(resp.header.route.members) == 2 and resp.header.etcd.cluster_id != 0
+    finally:
+        channel.close()
     assert OUTPUT in ins.checkpoint.ack_intents and ins.publish_at[OUTPUT] >= stat.publish_at[OUTPUT]
     producers = [p for p in ins.checkpoint.sequencer.producers if p.journal == INPUT]
     assert len(producers) == 2  # each _publish is a new Publisher
     assert all(p.begin == -1 for p in producers)  # committed messages leave no open span
-    assert ins.sequencer["ring"]["size"] == spec.ring_buffer_size
+    assert ins.sequencer["ring"]["size"] == spec.effective_ring_buffer_size == 8192
     assert ins.sequencer["offsets"][INPUT] == held
     assert ins.queued == {"OUTSIDE_TXN/OUTSIDE_COMMIT": 6}
     assert ins.transactions_completed >= 2 and len(ins.transactions) == ins.transactions_completed
@@ -289,7 +336,7 @@ def test_a_failed_primary_stops_stat_until_unassigned(cluster) -> None:
     group.wait_for(_placed("echo-000", [ReplicaCode.FAILED]), 60, "the primary to fail")
     with pytest.raises(GazetteError) as exc:
         shards.stat_shard("echo-000", {INPUT: head}, timeout=60)
-    assert exc.value.status == Status.SHARD_STOPPED
+    assert exc.value.status == ShardStatus.SHARD_STOPPED
     assert "ValueError: asked to fail once" in str(exc.value) and "unassign --failed" in str(exc.value)
 
     assert shards.unassign("echo-000", only_failed=True) == ["echo-000"]

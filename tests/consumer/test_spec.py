@@ -1,4 +1,5 @@
-"""ShardSpec validation and stored forms; replica status reduction; shard consistency (5.1)."""
+"""ShardSpec validation and its forms (Gazette's consumer.ShardSpec exactly, gazette-py's former JSON,
+gazctl's shardspace dict); replica status reduction and forms; shard consistency (5.1)."""
 
 from __future__ import annotations
 
@@ -6,8 +7,15 @@ import pytest
 
 from gazette.allocator.state import Assignment
 from gazette.consumer import ConsumerCheckpoint, ReplicaCode, ReplicaStatus, ShardSpec, ShardSpecError, Source
-from gazette.consumer.allocation import ConsumerSpec, consumer_spec_exiting, shard_assignment_is_consistent
+from gazette.consumer.allocation import (
+    ConsumerSpec,
+    consumer_spec_exiting,
+    decode_value,
+    shard_assignment_is_consistent,
+)
 from gazette.message.checkpoint import Checkpoint, ProducerState
+from gazette.protocol import shard_pb2
+from gazette.protocol.labels import LabelSet
 
 
 def test_spec_defaults_sorting_and_round_trip() -> None:
@@ -20,10 +28,12 @@ def test_spec_defaults_sorting_and_round_trip() -> None:
     )
     assert spec.sources == (Source("a/journal", 10), Source("b/journal", 0))
     assert spec.max_txn_duration == 0.25 and spec.min_txn_duration == 0.0
-    assert spec.ring_buffer_size == 8192 and spec.read_channel_size == 8192
+    assert spec.ring_buffer_size == 0 and spec.read_channel_size == 0  # 0: the default, kept as given
+    assert spec.effective_ring_buffer_size == 8192 and spec.effective_read_channel_size == 8192
     assert spec.desired_replication() == 3
     assert spec.desired_replication(max_hot_standbys=1) == 2
     assert ShardSpec.from_json(spec.to_json()) == spec
+    assert ShardSpec.from_bytes(spec.to_bytes()) == ShardSpec.from_proto(spec.to_proto()) == spec
     disabled = ShardSpec("count-001", ["a/journal"], disable=True, hot_standbys=1)
     assert disabled.desired_replication() == 0
 
@@ -42,10 +52,18 @@ def test_spec_defaults_sorting_and_round_trip() -> None:
         ({"sources": [{"journal": "a/journal", "offset": 5}]}, "unknown keys: ['offset']"),
         ({"sources": ["/abs/journal"]}, "sources[0]"),
         ({"sources": "a/journal"}, "is not a list of journals"),
-        ({"hot_standbys": -1}, "hot_standbys -1 (expected an integer >= 0)"),
+        ({"hot_standbys": -1}, "hot_standbys -1 (expected an integer from 0 to 4294967295)"),
         ({"labels": {"id": "x"}}, 'label "id" is reserved'),
         ({"recovery_log_prefix": "recovery/logs"}, "needs a hint_prefix"),
         ({"recovery_log_prefix": "recovery/logs", "hint_prefix": "hints/"}, "hint_prefix"),
+        ({"hint_prefix": "/hints"}, "but no recovery_log_prefix"),
+        (
+            {"labels": [{"name": "aa", "value": "1"}, {"name": "aa", "value": "2"}]},
+            'label "aa" has more than one value',
+        ),
+        ({"sources": ["a/journal;"]}, "metadata suffix"),
+        ({"hot_standbys": 2**32}, "hot_standbys 4294967296 (expected an integer from 0 to 4294967295)"),
+        ({"hint_backups": 2**31}, "hint_backups"),
         ({"disable": "yes"}, "disable 'yes' (expected true or false)"),
     ],
 )
@@ -59,10 +77,70 @@ def test_spec_rejects_bad_input(kwargs: dict, message: str) -> None:
 def test_stored_spec_errors() -> None:
     with pytest.raises(ShardSpecError, match="not JSON"):
         ShardSpec.from_json(b"{nope")
+    with pytest.raises(ShardSpecError, match="not JSON"):
+        ShardSpec.from_bytes(b"{nope")  # "{" is JSON's, never a marshaled ShardSpec's first byte
+    with pytest.raises(ShardSpecError, match="neither a marshaled consumer.ShardSpec nor a JSON object"):
+        ShardSpec.from_bytes(b"\x0a\x7f")
     with pytest.raises(ShardSpecError, match=r"unknown field\(s\) \['color'\]"):
         ShardSpec.from_dict({"id": "count-000", "color": "red"})
     with pytest.raises(ShardSpecError, match="has no id"):
         ShardSpec.from_dict({"sources": []})
+
+
+def test_spec_converts_to_gazettes_proto_exactly() -> None:
+    spec = ShardSpec(
+        "count-000",
+        [{"journal": "a/journal;derived", "min_offset": 7}, "b/journal"],
+        max_txn_duration="1m30.5s", min_txn_duration="3ms", hot_standbys=2, disable=True,
+        disable_wait_for_ack=True, ring_buffer_size=16, read_channel_size=32,
+        labels=[{"name": "store", "value": "rocksdb"}, {"name": "tier", "value": ""}],
+        recovery_log_prefix="recovery/logs", hint_prefix="/hints", hint_backups=3,
+    )  # fmt: skip
+    msg = spec.to_proto()
+    assert [(s.journal, s.min_offset) for s in msg.sources] == [("a/journal;derived", 7), ("b/journal", 0)]
+    assert msg.max_txn_duration.seconds == 90 and msg.max_txn_duration.nanos == 500_000_000
+    assert msg.min_txn_duration.ToNanoseconds() == 3_000_000
+    assert (msg.hot_standbys, msg.disable, msg.disable_wait_for_ack) == (2, True, True)
+    assert (msg.ring_buffer_size, msg.read_channel_size, msg.hint_backups) == (16, 32, 3)
+    assert [(lbl.name, lbl.value) for lbl in msg.labels.labels] == [("store", "rocksdb"), ("tier", "")]
+    assert (msg.recovery_log_prefix, msg.hint_prefix) == ("recovery/logs", "/hints")
+    assert ShardSpec.from_proto(msg) == spec and ShardSpec.from_bytes(msg.SerializeToString()) == spec
+    assert spec.to_bytes()[:1] == b"\x0a"  # the id's tag: never "{"
+    assert spec.recovery_log == "recovery/logs/count-000"
+    # Gazette's defaults survive a round trip: 0 stays 0 (not the effective 8192).
+    bare = shard_pb2.ShardSpec(id="bare-000")
+    bare.max_txn_duration.FromSeconds(1)
+    again = ShardSpec.from_proto(bare).to_proto()
+    assert (again.ring_buffer_size, again.read_channel_size, again.min_txn_duration.ToNanoseconds()) == (
+        0,
+        0,
+        0,
+    )
+    assert again.SerializeToString(deterministic=True) == ShardSpec.from_proto(again).to_bytes()
+    with pytest.raises(ShardSpecError, match="max_txn_duration"):
+        ShardSpec.from_proto(shard_pb2.ShardSpec(id="bare-000"))  # 0: required > 0, as Gazette's Validate
+
+
+def test_spec_from_dict_takes_gazctl_fields() -> None:
+    """Labels as name/value lists (the single label store=rocksdb, not name=value), `;meta` sources,
+    null fields, Go durations; the former JSON form's [name, value] pairs too."""
+    spec = ShardSpec.from_dict(
+        {
+            "id": "count-000",
+            "sources": [{"journal": "a/journal;meta"}, {"journal": "b/journal", "min_offset": 5}],
+            "labels": [{"name": "store", "value": "rocksdb"}],
+            "max_txn_duration": "10m",
+            "hint_prefix": None,
+        }
+    )
+    assert spec.labels == LabelSet({"store": "rocksdb"})
+    assert spec.sources == (Source("a/journal;meta"), Source("b/journal", 5)) and spec.max_txn_duration == 600
+    assert ShardSpec.from_dict(spec.to_dict()) == spec
+    assert spec.to_dict()["labels"] == [{"name": "store", "value": "rocksdb"}]
+    former = b'{"id": "count-000", "sources": [{"journal": "a/journal", "min_offset": 0}], "labels": [["kk", "v"]], "ring_buffer_size": 8192}'
+    assert ShardSpec.from_bytes(former) == ShardSpec(
+        "count-000", ["a/journal"], labels={"kk": "v"}, ring_buffer_size=8192
+    )
 
 
 def test_status_reduces_monotonically() -> None:
@@ -76,6 +154,17 @@ def test_status_reduces_monotonically() -> None:
     assert ReplicaStatus.from_json(failed.to_json()) == failed
     with pytest.raises(ValueError, match="integer code"):
         ReplicaStatus.from_json(b'{"code": "x"}')
+    # Stored as Gazette's consumer.ReplicaStatus; "" is IDLE; gazette-py's former JSON still reads.
+    assert shard_pb2.ReplicaStatus.FromString(failed.to_bytes()) == shard_pb2.ReplicaStatus(
+        code=shard_pb2.ReplicaStatus.FAILED, errors=["boom"]
+    )
+    assert ReplicaStatus.from_bytes(failed.to_bytes()) == failed and ReplicaStatus().to_bytes() == b""
+    assert (
+        ReplicaStatus.from_bytes(b"") == ReplicaStatus()
+        and ReplicaStatus.from_bytes(failed.to_json()) == failed
+    )
+    with pytest.raises(ValueError, match="not a ReplicaStatus code"):
+        ReplicaStatus.from_bytes(shard_pb2.ReplicaStatus(code=150).SerializeToString())  # type: ignore[arg-type]
 
 
 def _assignment(slot: int, code: ReplicaCode) -> Assignment:
@@ -100,10 +189,19 @@ def test_shard_consistency(codes: tuple[ReplicaCode, ...], index: int, consisten
 
 
 def test_consumer_spec_and_checkpoint_forms() -> None:
-    spec = ConsumerSpec(shard_limit=7, endpoint="http://x:1")
-    assert ConsumerSpec.from_json(consumer_spec_exiting(spec.to_json())) == ConsumerSpec(
-        7, True, "http://x:1"
+    spec = ConsumerSpec(shard_limit=7, endpoint="http://x:1", zone="a", suffix="m-1")
+    assert ConsumerSpec.from_bytes(consumer_spec_exiting(spec.to_bytes())) == ConsumerSpec(
+        7, True, "http://x:1", "a", "m-1"
     )
+    msg = shard_pb2.ConsumerSpec.FromString(spec.to_bytes())
+    assert (msg.process_spec.id.zone, msg.process_spec.id.suffix, msg.process_spec.endpoint) == (
+        "a",
+        "m-1",
+        "http://x:1",
+    )
+    assert (msg.shard_limit, msg.exiting) == (7, False)
+    former = b'{"shard_limit": 7, "exiting": true, "endpoint": "http://x:1"}'  # gazette-py's former JSON
+    assert ConsumerSpec.from_bytes(former) == ConsumerSpec(7, True, "http://x:1")
     cp = ConsumerCheckpoint(
         Checkpoint({"a/journal": 42}, [ProducerState("a/journal", b"\x01" * 6, 99, -1)]),
         {"out/journal": b'{"ack": 1}\n'},
@@ -112,3 +210,24 @@ def test_consumer_spec_and_checkpoint_forms() -> None:
     assert cp.read_through == {"a/journal": 42}
     with pytest.raises(ValueError, match="exactly the keys"):
         ConsumerCheckpoint.from_dict({"sequencer": {}})
+
+
+def test_key_space_values_are_gazettes_and_former_json_still_decodes() -> None:
+    """Keys and values under a consumer root as Gazette's consumer/key_space.go decodes them."""
+    root = "/gazette/consumers/app"
+    decode = decode_value(root)
+    spec = ShardSpec("count-000", ["a/journal"])
+    assert decode(f"{root}/items/count-000", spec.to_bytes()) == spec
+    assert decode(f"{root}/items/count-000", spec.to_json()) == spec  # gazette-py's former JSON
+    with pytest.raises(ValueError, match='holds the spec of shard "count-000"'):
+        decode(f"{root}/items/count-001", spec.to_bytes())
+    member = ConsumerSpec(32, False, "http://h:1", "zone-a", "m-1")
+    assert decode(f"{root}/members/zone-a#m-1", member.to_bytes()) == member
+    with pytest.raises(ValueError, match="holds the ConsumerSpec of zone-a#m-1"):
+        decode(f"{root}/members/zone-a#m-2", member.to_bytes())
+    # A former JSON member value has no id: the key names it.
+    assert decode(f"{root}/members/zone-a#m-1", b'{"shard_limit": 32, "endpoint": "http://h:1"}') == member
+    failed = ReplicaStatus(ReplicaCode.FAILED, ("boom",))
+    key = f"{root}/assign/count-000#zone-a#m-1#0"
+    assert decode(key, failed.to_bytes()) == decode(key, failed.to_json()) == failed
+    assert decode(key, b"") == ReplicaStatus()

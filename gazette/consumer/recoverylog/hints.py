@@ -3,7 +3,11 @@
 Hints list each live file (fnode) with the segments of the log holding its operations, so playback
 can skip the rest of the log (reference 7.7). They are stored as JSON under
 `<hint_prefix>/<shard id>.primary` (written by the primary) and `.backup.N` (hints verified by a
-recovery, rotated newest first) — reference 1.4. Readers accept JSON only and say so otherwise.
+recovery, rotated newest first) — reference 1.4 — with the field names Go's encoding/json gives
+Gazette's FSMHints, as Gazette writes them. Readers accept that JSON and, as Gazette's do, the
+marshaled recoverylog.FSMHints protobuf (`from_bytes`). `to_proto`/`from_proto` are the wire form of
+the Shard service (GetHints, Apply's primary_hints). Properties (files kept in the hints, which
+Gazette's RocksDB stores no longer write) are not supported and are refused by name.
 """
 
 from __future__ import annotations
@@ -15,9 +19,11 @@ from typing import Any
 import aetcd
 import orjson
 from aetcd import rpc
+from google.protobuf.message import DecodeError
 
 from gazette.consumer.recoverylog.ops import MAX_AUTHOR, RecoveryLogError
 from gazette.keyspace.etcd import txn
+from gazette.protocol import recoverylog_pb2
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -181,17 +187,63 @@ class FSMHints:
 
     @classmethod
     def from_json(cls, raw: bytes, where: str = "hints") -> FSMHints:
-        """Parses stored hints; values not starting with "{" (Go's protobuf form) are refused clearly."""
+        """Parses JSON hints (see `from_bytes` for stored values, which may be protobuf)."""
         if not raw.lstrip()[:1] == b"{":
-            raise RecoveryLogError(
-                f"{where} are not JSON (they begin {raw[:8]!r}); only JSON FSMHints are supported, "
-                "not the protobuf form"
-            )
+            raise RecoveryLogError(f"{where} are not a JSON object (they begin {raw[:8]!r})")
         try:
             data = orjson.loads(raw)
         except orjson.JSONDecodeError as exc:
             raise RecoveryLogError(f"{where} are not valid JSON: {exc}") from None
         return cls.from_dict(data, where)
+
+    @classmethod
+    def from_bytes(cls, raw: bytes, where: str = "hints") -> FSMHints:
+        """Parses a stored hints value as Gazette's readers do: JSON when its first byte is "{",
+        otherwise a marshaled recoverylog.FSMHints."""
+        raw = bytes(raw)
+        if raw[:1] == b"{":
+            return cls.from_json(raw, where)
+        try:
+            msg = recoverylog_pb2.FSMHints.FromString(raw)
+        except DecodeError as exc:
+            raise RecoveryLogError(
+                f"{where} are neither JSON nor a marshaled recoverylog.FSMHints ({raw[:16].hex()}...): {exc}"
+            ) from None
+        return cls.from_proto(msg, where)
+
+    # ---- recoverylog.FSMHints (the Shard service's wire form)
+
+    def to_proto(self) -> recoverylog_pb2.FSMHints:
+        return recoverylog_pb2.FSMHints(
+            log=self.log,
+            live_nodes=[
+                recoverylog_pb2.FnodeSegments(
+                    fnode=n.fnode,
+                    segments=[recoverylog_pb2.Segment(**_segment_dict(s)) for s in n.segments],
+                )
+                for n in self.live_nodes
+            ],
+        )
+
+    @classmethod
+    def from_proto(cls, msg: recoverylog_pb2.FSMHints, where: str = "hints") -> FSMHints:
+        """Validated as `from_dict` validates JSON hints."""
+        return cls.from_dict(_proto_dict(msg), where)
+
+
+def _proto_dict(msg: recoverylog_pb2.FSMHints) -> dict[str, Any]:
+    """FSMHints as the dict of its JSON form (field names are the same)."""
+    return {
+        "log": msg.log,
+        "live_nodes": [
+            {
+                "fnode": n.fnode,
+                "segments": [{f: getattr(s, f) for f in (*_SEGMENT_FIELDS, "log")} for s in n.segments],
+            }
+            for n in msg.live_nodes
+        ],
+        "properties": [{"path": p.path, "content": p.content} for p in msg.properties],
+    }
 
 
 _SEGMENT_FIELDS = ("author", "first_seq_no", "first_offset", "first_checksum", "last_seq_no", "last_offset")
@@ -243,13 +295,14 @@ def backup_hints_key(hint_prefix: str, shard_id: str, n: int) -> str:
 
 @dataclasses.dataclass(frozen=True)
 class ShardHints:
-    """A shard's stored hints: the primary's and the backups (`.backup.0` newest), None where absent;
-    `raw` and `mod_revisions` by key (mod revision 0 for absent keys)."""
+    """A shard's stored hints: the primary's and the backups (`.backup.0` newest), None where absent.
+    Read from etcd (`fetch_hints`), also `raw` and `mod_revisions` by key (mod revision 0 for absent
+    keys); fetched through the Shard service's GetHints (`ShardClient.get_hints`), those are empty."""
 
     primary: FSMHints | None
     backups: tuple[FSMHints | None, ...]
-    raw: Mapping[str, bytes]
-    mod_revisions: Mapping[str, int]
+    raw: Mapping[str, bytes] = dataclasses.field(default_factory=dict)
+    mod_revisions: Mapping[str, int] = dataclasses.field(default_factory=dict)
 
     def pick(self) -> FSMHints | None:
         """The hints to play back: the primary's, else the newest backup, else None."""
@@ -259,7 +312,8 @@ class ShardHints:
 async def _read(etcd: aetcd.Client, keys: Iterable[str]) -> tuple[dict[str, bytes], dict[str, int]]:
     keys = list(keys)
     resp = await txn(
-        etcd, rpc.TxnRequest(success=[rpc.RequestOp(request_range=rpc.RangeRequest(key=k.encode())) for k in keys])
+        etcd,
+        rpc.TxnRequest(success=[rpc.RequestOp(request_range=rpc.RangeRequest(key=k.encode())) for k in keys]),
     )
     raw: dict[str, bytes] = {}
     revisions = dict.fromkeys(keys, 0)
@@ -278,7 +332,7 @@ async def fetch_hints(etcd: aetcd.Client, hint_prefix: str, shard_id: str, hint_
 
     def parse(key: str) -> FSMHints | None:
         value = raw.get(key)
-        return None if not value else FSMHints.from_json(value, f'hints at etcd key "{key}"')
+        return None if not value else FSMHints.from_bytes(value, f'hints at etcd key "{key}"')
 
     return ShardHints(parse(primary_key), tuple(parse(k) for k in backup_keys), raw, revisions)
 
