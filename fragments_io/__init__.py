@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 
 from fragments_io.errors import (
     CorruptObjectError,
+    DataLossError,
     FragmentsIOError,
     FramingMismatchError,
     JavaNotFoundError,
@@ -32,6 +33,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "CorruptObjectError",
+    "DataLossError",
     "FragmentsIOError",
     "FramingMismatchError",
     "JavaNotFoundError",
@@ -251,17 +253,20 @@ def read_committed(spark: SparkSession, schema: Any = None, **options: Any) -> D
     A fragment-parallel `uncommitted` scan of metadata; each (journal, producer)'s rows run through
     the Sequencer under groupBy().applyInPandas; a semi-join on (journal, begin) with a second,
     full scan keeps the committed rows. Same options and columns as `spark.read.format("gazette")` with isolation=committed;
-    beginOffset/endOffset apply to rows after the decision. Mod-time bounds are not supported here.
+    beginOffset/endOffset and startingOffsets/endingOffsets apply to rows after the decision. Mod-time
+    bounds are not supported here.
     """
     from pyspark.sql import functions as F
 
     from fragments_io.committed import DECISION_SCHEMA, decide_group
+    from fragments_io.options import check_batch, parse_options
 
     opts = _options(options)
     lowered = {k.lower(): k for k in opts}
-    for bad in ("isolation", "beginmodtime", "endmodtime"):
+    for bad in ("isolation", "isolation.level", "beginmodtime", "endmodtime"):
         if bad in lowered:
             raise OptionError(f"read_committed does not take option {lowered[bad]} (it reads isolation=committed)")
+    check_batch(parse_options(opts))
     bounds = {b: int(opts.pop(lowered[b])) for b in _BOUND_OPTIONS if b in lowered}
     register(spark)
     reader = spark.read.format("gazette").options(**opts).option("isolation", "uncommitted")
@@ -270,7 +275,8 @@ def read_committed(spark: SparkSession, schema: Any = None, **options: Any) -> D
     scan = reader.load()
     # The decisions read their own, metadata-only scan: a second load() is a separate relation, so
     # row bounds pushed into `scan` (after the semi-join) can never reach the commit decision.
-    meta_opts = {k: v for k, v in opts.items() if k.lower() not in ("schema", "inferschema")}
+    unbounded = ("schema", "inferschema", "startingoffsets", "endingoffsets")
+    meta_opts = {k: v for k, v in opts.items() if k.lower() not in unbounded}
     meta = (
         spark.read.format("gazette")
         .options(**meta_opts)

@@ -57,12 +57,18 @@ def split_object_path(path: str) -> tuple[str, str, str] | None:
     return "/".join(dirs[:i]), "/".join(dirs[i:]), parts[-1]
 
 
-def _selects(journals: str, name: str) -> bool:
+def selects(journals: str, name: str) -> bool:
+    """Whether option `journals` (a name, a prefix ending in "/", or "" for all) selects `name`."""
     if not journals:
         return True
     if journals.endswith("/"):
         return name.startswith(journals)
     return name == journals
+
+
+def is_label_selector(journals: str) -> bool:
+    """Whether option `journals` is a label selector (etcd mode) rather than a name or prefix."""
+    return bool(journals) and (any(c in journals for c in "=:,") or journals.startswith("!"))
 
 
 def list_store(store_url: str, journals: str) -> tuple[dict[str, list[Fragment]], list[str]]:
@@ -84,7 +90,7 @@ def list_store(store_url: str, journals: str) -> tuple[dict[str, list[Fragment]]
         except ValidationError:
             foreign.append(store_url + path)
             continue
-        if not _selects(journals, journal):
+        if not selects(journals, journal):
             continue
         found[journal].append(Fragment(journal, begin, end, sum_, codec, store_url, entry.mod_time, postfix))
     for obj in foreign:
@@ -137,7 +143,7 @@ def etcd_specs(opts: ReadOptions) -> list[JournalSpec]:
 
     selector: LabelSelector | None = None
     sel = opts.journals
-    if sel and ("=" in sel or ":" in sel or "," in sel or sel.startswith("!")):
+    if is_label_selector(sel):
         try:
             selector = LabelSelector.parse(sel).for_journals()
         except ValidationError as e:
@@ -154,7 +160,7 @@ def etcd_specs(opts: ReadOptions) -> list[JournalSpec]:
         if selector is not None:
             if not selector.matches(journal_labels(spec.labels, spec.name)):
                 continue
-        elif not _selects(sel, spec.name):
+        elif not selects(sel, spec.name):
             continue
         specs.append(spec)
     specs.sort(key=lambda s: s.name)

@@ -5,6 +5,10 @@ They subclass ValueError so Spark surfaces their message in the PythonException 
 
 from __future__ import annotations
 
+import logging
+
+log = logging.getLogger("fragments_io")
+
 
 class FragmentsIOError(ValueError):
     """Base class of fragments_io's errors."""
@@ -16,6 +20,23 @@ class OptionError(FragmentsIOError):
 
 class CorruptObjectError(FragmentsIOError):
     """A fragment object doesn't decode, or its length or SHA1 doesn't match its name."""
+
+
+class DataLossError(FragmentsIOError):
+    """Offsets a read needs are no longer in the store (pruned by retention), and option
+    failOnDataLoss is true (the default)."""
+
+
+def data_loss(fail: bool, journal: str, lo: int, hi: int, what: str) -> None:
+    """Offsets [lo, hi) of `journal` that `what` needs are gone: DataLossError when `fail`, else a
+    warning naming the same (failOnDataLoss=false skips them)."""
+    where = f"journal {journal}: offsets [{lo}, {hi}) {what} are no longer in the store"
+    if fail:
+        raise DataLossError(
+            f"{where} (its first persisted fragment begins at {hi}: pruned by retention?); set option "
+            "failOnDataLoss=false to skip them"
+        )
+    log.warning("%s; skipped (failOnDataLoss=false)", where)
 
 
 class FramingMismatchError(FragmentsIOError):

@@ -2,6 +2,10 @@
 
 Spark hands options case-insensitively (`dict(options)` lower-cases keys), so they are looked up in
 lower case here and named in camelCase in errors and docs. Unknown options are an error.
+
+Spark's Kafka source options are accepted where they mean the same (a journal is a Kafka partition
+and its offsets are bytes): startingOffsets, endingOffsets, maxOffsetsPerTrigger (= maxBytesPerTrigger),
+failOnDataLoss, isolation.level and the values read_committed / read_uncommitted of isolation.
 """
 
 from __future__ import annotations
@@ -18,6 +22,8 @@ DEFAULT_SAMPLING_BYTES = 1 << 20  # content read to infer a JSON schema
 DEFAULT_ETCD_ROOT = "/gazette/cluster"
 DEFAULT_UUID_POINTER = "/_meta/uuid"
 ISOLATIONS = ("committed", "uncommitted", "raw")
+ISOLATION_ALIASES = {"read_committed": "committed", "read_uncommitted": "uncommitted"}  # Kafka's values
+EARLIEST, LATEST = -2, -1  # Kafka's sentinel offsets in startingOffsets / endingOffsets JSON
 FRAMINGS = ("json", "csv", "fixed", "lines")
 FRAMING_OF_CONTENT_TYPE = {
     "application/x-ndjson": "json",
@@ -36,6 +42,7 @@ KNOWN_OPTIONS = {
         "etcdRoot",
         "journals",
         "isolation",
+        "isolation.level",
         "framing",
         "uuidPointer",
         "beginOffset",
@@ -49,11 +56,30 @@ KNOWN_OPTIONS = {
         "inferSchema",
         "samplingBytes",
         "maxBytesPerTrigger",
+        "maxOffsetsPerTrigger",
         "checkpoint",
+        "startingOffsets",
+        "endingOffsets",
+        "failOnDataLoss",
     )
 }
-STREAM_ONLY_OPTIONS = ("maxbytespertrigger", "checkpoint")
-BATCH_ONLY_OPTIONS = ("beginoffset", "endoffset", "beginmodtime", "endmodtime", "minpartitions")
+STREAM_ONLY_OPTIONS = ("maxbytespertrigger", "maxoffsetspertrigger", "checkpoint")
+BATCH_ONLY_OPTIONS = (
+    "beginoffset",
+    "endoffset",
+    "endingoffsets",
+    "beginmodtime",
+    "endmodtime",
+    "minpartitions",
+)
+# What a Kafka source option the gazette source lacks is called here (named in the unknown-option error).
+KAFKA_HINTS = {
+    "subscribe": "journals (a journal name, or a prefix ending in '/')",
+    "subscribepattern": "journals (a journal name, or a prefix ending in '/')",
+    "assign": "journals (a journal name, or a prefix ending in '/')",
+    "kafka.bootstrap.servers": "store (the fragment store's URL) or etcd",
+    "kafka.isolation.level": "isolation (or isolation.level)",
+}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -77,6 +103,12 @@ class ReadOptions:
     sampling_bytes: int = DEFAULT_SAMPLING_BYTES
     max_bytes_per_trigger: int | None = None  # streaming: content bytes admitted per micro-batch
     checkpoint: str | None = None  # streaming: a Checkpoint's JSON form to start from
+    # startingOffsets: "earliest" or "latest" for journals it does not name, and (journal, offset)
+    # of those it names (offset >= 0, or EARLIEST / LATEST).
+    starting_position: str = "earliest"
+    starting_offsets: tuple[tuple[str, int], ...] = ()
+    ending_offsets: tuple[tuple[str, int], ...] = ()  # batch: (journal, offset >= 0 or LATEST)
+    fail_on_data_loss: bool = True
     given: frozenset[str] = frozenset()  # lower-case keys of the options given
 
     def replace(self, **changes: Any) -> ReadOptions:
@@ -91,6 +123,101 @@ def _int(name: str, text: str, minimum: int) -> int:
     if value < minimum:
         raise OptionError(f"option {name}={text!r} must be >= {minimum}")
     return value
+
+
+def _isolation(name: str, text: Any) -> str:
+    value = str(text).strip().lower()
+    value = ISOLATION_ALIASES.get(value, value)
+    if value not in ISOLATIONS:
+        raise OptionError(f"option {name}={text!r} is not one of {[*ISOLATIONS, *ISOLATION_ALIASES]}")
+    return value
+
+
+def _journal_offsets(name: str, text: Any, words: tuple[str, ...], least: int) -> str | dict[str, int]:
+    """One of `words` (lower case), or a JSON object of journal name -> offset (>= `least`: Kafka's
+    -2 earliest and -1 latest where they may be given)."""
+    import json
+
+    raw = str(text).strip()
+    if raw.lower() in words:
+        return raw.lower()
+    sentinels = {EARLIEST: "earliest", LATEST: "latest"}
+    allowed = " | ".join([*words, '{"journal": offset, ...}'])
+    try:
+        data = json.loads(raw)
+    except ValueError:
+        raise OptionError(f"option {name}={text!r} is not one of {allowed}") from None
+    if not isinstance(data, dict):
+        raise OptionError(f"option {name}={text!r} is not one of {allowed}")
+    out: dict[str, int] = {}
+    for journal, offset in data.items():
+        if isinstance(offset, dict):
+            raise OptionError(
+                f"option {name}: journal {journal!r} has {offset!r}, not an offset; journals are the partitions "
+                f'of the gazette source, so give {{"{journal}": 1024}}, not {{"{journal}": {{"0": 1024}}}}'
+            )
+        if not journal or not isinstance(offset, int) or isinstance(offset, bool) or offset < least:
+            what = ", ".join(f"{k} = {v}" for k, v in sentinels.items() if k >= least)
+            raise OptionError(
+                f"option {name}: offset {offset!r} of journal {journal!r} is not a byte offset >= 0"
+                + (f" or {what}" if what else "")
+            )
+        out[journal] = offset
+    return out
+
+
+def _kafka_offsets(opts: dict[str, Any], kw: dict[str, Any]) -> None:
+    """startingOffsets and endingOffsets into `kw`, checked against each other and the options
+    they would contradict."""
+    from fragments_io.discovery import is_label_selector, selects
+
+    for key, other in (("startingoffsets", "beginoffset"), ("endingoffsets", "endoffset")):
+        if key in opts and other in opts:
+            raise OptionError(
+                f"options {KNOWN_OPTIONS[key]} and {KNOWN_OPTIONS[other]} both bound the offsets read: give one"
+            )
+    if "startingoffsets" in opts and "checkpoint" in opts:
+        raise OptionError("options startingOffsets and checkpoint both say where the stream starts: give one")
+    start: str | dict[str, int] = {}
+    end: str | dict[str, int] = {}
+    if "startingoffsets" in opts:
+        start = _journal_offsets("startingOffsets", opts["startingoffsets"], ("earliest", "latest"), EARLIEST)
+    if "endingoffsets" in opts:
+        end = _journal_offsets("endingOffsets", opts["endingoffsets"], ("latest",), LATEST)
+    journals = kw["journals"]
+    if not (kw.get("etcd") and is_label_selector(journals)):
+        for name, given in (("startingOffsets", start), ("endingOffsets", end)):
+            stray = sorted(j for j in given if isinstance(given, dict) and not selects(journals, j))
+            if stray:
+                raise OptionError(
+                    f"option {name} names journal(s) {stray} that option journals={journals!r} does not select"
+                )
+    if isinstance(start, str):
+        kw["starting_position"] = start
+    else:
+        kw["starting_offsets"] = tuple(sorted(start.items()))
+    if isinstance(end, dict):
+        kw["ending_offsets"] = tuple(sorted(end.items()))
+        for journal, hi in end.items():
+            lo = start.get(journal, EARLIEST) if isinstance(start, dict) else EARLIEST
+            if 0 <= hi < lo:
+                raise OptionError(
+                    f"option endingOffsets: journal {journal} ends at {hi}, before its startingOffsets {lo}"
+                )
+
+
+def check_batch(opts: ReadOptions) -> None:
+    """Raises OptionError for options a batch read cannot take."""
+    if opts.checkpoint is not None:
+        raise OptionError(
+            "option checkpoint applies to spark.readStream only (a batch read decides commits from "
+            "each journal's start)"
+        )
+    if opts.starting_position == "latest" or any(o == LATEST for _, o in opts.starting_offsets):
+        raise OptionError(
+            "option startingOffsets: latest (or -1) applies to spark.readStream only; a batch read from "
+            "there would be empty (give earliest, or offsets)"
+        )
 
 
 def _bool(name: str, text: str) -> bool:
@@ -148,8 +275,10 @@ def parse_options(raw: Mapping[str, Any]) -> ReadOptions:
     opts = {str(k).lower(): v for k, v in raw.items() if v is not None}
     unknown = sorted(k for k in opts if k not in KNOWN_OPTIONS)
     if unknown:
+        hints = "".join(f"; for {k} use {KAFKA_HINTS[k]}" for k in unknown if k in KAFKA_HINTS)
         raise OptionError(
             f"unknown option(s) {unknown} of the gazette data source (known: {sorted(KNOWN_OPTIONS.values())})"
+            + hints
         )
     kw: dict[str, Any] = {}
     store = opts.get("store") or opts.get("path")
@@ -178,10 +307,14 @@ def parse_options(raw: Mapping[str, Any]) -> ReadOptions:
     elif "etcdroot" in opts:
         raise OptionError("option etcdRoot needs option etcd")
     kw["journals"] = str(opts.get("journals", "")).strip()
-    isolation = str(opts.get("isolation", "committed")).strip().lower()
-    if isolation not in ISOLATIONS:
-        raise OptionError(f"option isolation={opts['isolation']!r} is not one of {list(ISOLATIONS)}")
-    kw["isolation"] = isolation
+    isolations = {
+        KNOWN_OPTIONS[k]: _isolation(KNOWN_OPTIONS[k], opts[k]) for k in ("isolation", "isolation.level") if k in opts
+    }
+    if len(set(isolations.values())) > 1:
+        raise OptionError(
+            f"options isolation={opts['isolation']!r} and isolation.level={opts['isolation.level']!r} disagree"
+        )
+    kw["isolation"] = next(iter(isolations.values()), "committed")
     if "framing" in opts:
         framing = str(opts["framing"]).strip().lower()
         if framing not in FRAMINGS:
@@ -210,10 +343,23 @@ def parse_options(raw: Mapping[str, Any]) -> ReadOptions:
         kw["infer_schema"] = _bool("inferSchema", opts["inferschema"])
     if "samplingbytes" in opts:
         kw["sampling_bytes"] = _int("samplingBytes", opts["samplingbytes"], 1)
-    if "maxbytespertrigger" in opts:
-        kw["max_bytes_per_trigger"] = _int("maxBytesPerTrigger", opts["maxbytespertrigger"], 1)
+    budgets = {
+        KNOWN_OPTIONS[k]: _int(KNOWN_OPTIONS[k], opts[k], 1)
+        for k in ("maxbytespertrigger", "maxoffsetspertrigger")
+        if k in opts
+    }
+    if len(set(budgets.values())) > 1:
+        raise OptionError(
+            f"options maxBytesPerTrigger={budgets['maxBytesPerTrigger']} and maxOffsetsPerTrigger="
+            f"{budgets['maxOffsetsPerTrigger']} disagree (a journal offset is a byte: they are one limit)"
+        )
+    if budgets:
+        kw["max_bytes_per_trigger"] = next(iter(budgets.values()))
     if "checkpoint" in opts:
         kw["checkpoint"] = _checkpoint_json(opts["checkpoint"])
+    if "failondataloss" in opts:
+        kw["fail_on_data_loss"] = _bool("failOnDataLoss", opts["failondataloss"])
+    _kafka_offsets(opts, kw)
     kw["given"] = frozenset(opts)
     result = ReadOptions(**kw)
     if (

@@ -29,7 +29,21 @@ class RowBounds:
     published_hi_us: int | None = None
     mod_time_lo: int | None = None  # unix seconds of the fragment holding the row
     mod_time_hi: int | None = None
+    # Per-journal begin bounds (startingOffsets / endingOffsets), narrowing begin_lo / begin_hi.
+    begin_lo_of: tuple[tuple[str, int], ...] = ()
+    begin_hi_of: tuple[tuple[str, int], ...] = ()
     empty: bool = False  # contradictory bounds: nothing matches
+
+    def begin_range(self, journal: str) -> tuple[int | None, int | None]:
+        """The [lo, hi) bounds of row begins in `journal` (None: unbounded)."""
+        lo, hi = self.begin_lo, self.begin_hi
+        for j, v in self.begin_lo_of:
+            if j == journal:
+                lo = v if lo is None else max(lo, v)
+        for j, v in self.begin_hi_of:
+            if j == journal:
+                hi = v if hi is None else min(hi, v)
+        return lo, hi
 
     def journal_ok(self, journal: str) -> bool:
         if self.empty:
@@ -40,9 +54,10 @@ class RowBounds:
 
     def fragment_ok(self, f: Fragment) -> bool:
         """Whether `f` can hold a row within the offset and mod-time bounds."""
-        if self.begin_lo is not None and f.end <= self.begin_lo:
+        lo, hi = self.begin_range(f.journal)
+        if lo is not None and f.end <= lo:
             return False
-        if self.begin_hi is not None and f.begin >= self.begin_hi:
+        if hi is not None and f.begin >= hi:
             return False
         if self.mod_time_lo is not None and f.mod_time < self.mod_time_lo:
             return False

@@ -3,7 +3,9 @@
 `schema()` and `partitions()` run in driver-side Python workers (discovery, sampling, planning);
 `read()` runs in executors on a pickled reader and yields Arrow batches cast to the exact Spark
 schema. Filters on journal, begin and published_at are claimed and applied row-exactly after the
-commit decision; fragments are pruned by them only where that cannot change a decision.
+commit decision; fragments are pruned by them only where that cannot change a decision. Kafka's
+startingOffsets / endingOffsets bound a batch read per journal like beginOffset / endOffset (rows
+whose begin is in [start, end)); commits are still decided from each journal's start.
 """
 
 from __future__ import annotations
@@ -45,8 +47,8 @@ from pyspark.sql.types import (
 from fragments_io.committed import CommitTracker
 from fragments_io.decode import JournalDecoder, infer_fields, iter_contents, published_at_us
 from fragments_io.discovery import discover
-from fragments_io.errors import OptionError, SchemaMismatchError
-from fragments_io.options import ReadOptions, parse_options
+from fragments_io.errors import SchemaMismatchError, data_loss
+from fragments_io.options import ReadOptions, check_batch, parse_options
 from fragments_io.planning import RowBounds, Task, cover, plan_partitions
 
 SOURCE_NAME = "gazette"
@@ -131,11 +133,7 @@ class GazetteDataSource(DataSource):
         return inferred_schema(self.opts)
 
     def reader(self, schema: StructType) -> GazetteReader:
-        if self.opts.checkpoint is not None:
-            raise OptionError(
-                "option checkpoint applies to spark.readStream only (a batch read decides commits from "
-                "each journal's start)"
-            )
+        check_batch(self.opts)
         return GazetteReader(self.opts, schema)
 
     def streamReader(self, schema: StructType) -> DataSourceStreamReader:  # noqa: N802 (Spark's name)
@@ -173,6 +171,8 @@ class GazetteReader(DataSourceReader):
             begin_hi=opts.end_offset,
             mod_time_lo=opts.begin_mod_time,
             mod_time_hi=opts.end_mod_time,
+            begin_lo_of=tuple((j, o) for j, o in opts.starting_offsets if o >= 0) or None,
+            begin_hi_of=tuple((j, o) for j, o in opts.ending_offsets if o >= 0) or None,
         )
         names = [f.name for f in schema.fields]
         dupes = sorted({n for n in names if names.count(n) > 1})
@@ -236,6 +236,13 @@ class GazetteReader(DataSourceReader):
 
     def partitions(self) -> list[GazettePartition]:
         found = discover(self.opts)
+        starts = dict(self.opts.starting_offsets)
+        for j in found.journals:
+            lo = starts.get(j.name, -1)
+            covered = cover(j.fragments) if lo >= 0 and self.bounds.journal_ok(j.name) else []
+            if covered and lo < covered[0].begin:
+                first = covered[0].begin
+                data_loss(self.opts.fail_on_data_loss, j.name, lo, first, "that startingOffsets asks for")
         # Spark's file sources spread a read over defaultParallelism; a Python planner cannot see
         # it, so the cores of the machine planning the read stand in (exact for local[*] masters).
         min_partitions = self.opts.min_partitions or os.cpu_count() or 1
@@ -302,7 +309,7 @@ class GazetteReader(DataSourceReader):
             published = published_at_us(table.column("clock").to_numpy().astype(np.uint64))
         mask = None
         begins = table.column("begin")
-        for bound, op in ((b.begin_lo, pc.greater_equal), (b.begin_hi, pc.less)):
+        for bound, op in zip(b.begin_range(journal), (pc.greater_equal, pc.less), strict=True):
             if bound is not None:
                 m = op(begins, bound)
                 mask = m if mask is None else pc.and_(mask, m)

@@ -3,7 +3,10 @@ persisted) since the last one, exactly once. An offset is a consumer Checkpoint'
 
 latestOffset runs the Sequencer over the new bytes' metadata on the driver (within the read limit)
 to compute the next checkpoint; read() reruns it from the start checkpoint over exactly those bytes,
-replaying transactions begun earlier from the bytes before the start. Gaps wait to be persisted.
+replaying transactions begun earlier from the bytes before the start. Gaps wait to be persisted;
+a next offset that retention pruned (before the journal's first fragment) fails the query, or with
+failOnDataLoss=false is skipped with a warning. Spark's Kafka options startingOffsets and
+maxOffsetsPerTrigger choose where journals start and how many bytes a micro-batch admits.
 """
 
 from __future__ import annotations
@@ -30,8 +33,8 @@ from pyspark.sql.types import StructType
 from fragments_io.committed import CommitTracker
 from fragments_io.decode import JournalDecoder, read_content
 from fragments_io.discovery import JournalSource, discover
-from fragments_io.errors import FragmentsIOError, OptionError
-from fragments_io.options import BATCH_ONLY_OPTIONS, KNOWN_OPTIONS, ReadOptions
+from fragments_io.errors import DataLossError, FragmentsIOError, OptionError, data_loss
+from fragments_io.options import BATCH_ONLY_OPTIONS, EARLIEST, KNOWN_OPTIONS, LATEST, ReadOptions
 from fragments_io.planning import cover, pack_by_size
 from fragments_io.source import GazetteReader, commit_filter
 from gazette.fragment.fragment import Fragment
@@ -115,6 +118,11 @@ def walk(fragments: Sequence[Fragment], lo: int, hi: int | None = None) -> tuple
     return pieces, pos
 
 
+def closed(states: Iterable[ProducerState]) -> list[ProducerState]:
+    """`states` with their open spans dropped (begin -1): the bytes of those spans were skipped."""
+    return [dataclasses.replace(s, begin=-1) for s in states]
+
+
 def piece_contents(pieces: Iterable[Piece], ignore_corrupt: bool) -> Iterator[tuple[Piece, bytes]]:
     """Each piece's decompressed bytes (a corrupt fragment skipped when `ignore_corrupt`)."""
     for p in pieces:
@@ -173,6 +181,7 @@ class StreamTask:
     states: tuple[ProducerState, ...] = ()
     end_states: tuple[ProducerState, ...] = ()
     history: tuple[Piece, ...] = ()
+    skipped: bool = False  # failOnDataLoss=false skipped pruned bytes: end_states may not be reached
 
     @property
     def size(self) -> int:
@@ -207,33 +216,98 @@ class _Advance:
 
 
 class GazetteStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
-    """`spark.readStream.format("gazette")`: offsets are consumer checkpoints (see the module)."""
+    """`spark.readStream.format("gazette")`: offsets are consumer checkpoints (see the module).
+
+    A stream starts at option checkpoint, or where startingOffsets says: `earliest` (the default:
+    each journal's first persisted fragment), `latest` (the end of what is persisted), or a JSON
+    object of journal -> offset (-2 earliest, -1 latest; unnamed journals start at `earliest`). An
+    offset inside persisted content moves to the first message that begins at or after it; one not
+    persisted yet is taken as given (a message boundary, such as a row's `end`). A stream started
+    past a journal's beginning has no producer states from before it: a transaction open across the
+    start delivers its messages from there on, and a message re-sent after the start of one
+    acknowledged before it is delivered again. Journals appearing later start at their first
+    persisted fragment. Spark keeps the start in its checkpoint with the first micro-batch; a query
+    restarted before it had one asks again (so `latest` is then the end of what is persisted then).
+    """
 
     def __init__(self, opts: ReadOptions, schema: StructType) -> None:
         batch_only = sorted(KNOWN_OPTIONS[k] for k in opts.given if k in BATCH_ONLY_OPTIONS)
         if batch_only:
             raise OptionError(
-                f"option(s) {batch_only} apply to batch reads only; a stream starts at each journal's first "
-                "persisted fragment, or at option checkpoint"
+                f"option(s) {batch_only} apply to batch reads only; a stream starts where option "
+                "startingOffsets or checkpoint says (default: each journal's first persisted fragment)"
             )
         self.opts = opts
         self.shaper = GazetteReader(opts, schema)  # columns, casts and the decoder of read()
         self.committed = opts.isolation == "committed"
         self._target: dict[str, int] | None = None  # availableNow: journals and offsets to stop at
+        self._initial: dict[str, Any] | None = None
 
     # -- driver ------------------------------------------------------------------------------------
 
     def initialOffset(self) -> dict[str, Any]:  # noqa: N802 (Spark's name)
+        """Where the query starts, computed once per run: Spark asks at every trigger until a
+        micro-batch is planned, and `latest` must not move meanwhile."""
+        if self._initial is None:
+            self._initial = self._start()
+        return self._initial
+
+    def _start(self) -> dict[str, Any]:
         given = Checkpoint({}, [])
         if self.opts.checkpoint is not None:
             given = Checkpoint.from_dict(json.loads(self.opts.checkpoint))
         offsets = dict(given.offsets)
-        for j in discover(self.opts).journals:
-            first = self._first_offset(j)
-            if j.name not in offsets and first is not None:
-                offsets[j.name] = first
+        named = dict(self.opts.starting_offsets)
+        default = EARLIEST if self.opts.starting_position == "earliest" else LATEST
+        found = discover(self.opts).journals
+        for j in found:
+            if j.name not in offsets:
+                start = self._start_offset(j, named.get(j.name, default))
+                if start is not None:
+                    offsets[j.name] = start
+        seen = {j.name for j in found}
+        for name, offset in named.items():
+            if name not in seen and offset >= 0:
+                offsets[name] = offset  # nothing persisted yet: read from there once it is
         producers = given.producers if self.committed else []
         return offset_of(offsets, producers)
+
+    def _start_offset(self, j: JournalSource, want: int) -> int | None:
+        """Where `j` starts for startingOffsets `want` (None: nothing persisted, join later)."""
+        covered = cover(j.fragments)
+        if not covered:
+            return want if want >= 0 else None
+        if want == EARLIEST:
+            return covered[0].begin
+        if want == LATEST:
+            return covered[-1].end
+        return self._align(j, covered, want)
+
+    def _align(self, j: JournalSource, covered: list[Fragment], offset: int) -> int:
+        """The begin of the first message at or after `offset` when persisted content holds it (a
+        fragment begins at a message, so decoding starts at the one holding `offset`); `offset`
+        itself otherwise (not persisted yet, or pruned: latestOffset decides)."""
+        i = bisect.bisect_right([f.begin for f in covered], offset) - 1
+        if i < 0 or covered[i].end <= offset or covered[i].begin == offset:
+            return offset
+        pieces, reach = walk(covered, covered[i].begin)
+        dec = self._metadata_decoder(j)
+        for piece, content in piece_contents(pieces, self.opts.ignore_corrupt_fragments):
+            begins = dec.feed(cast(Fragment, piece), content).column("begin").to_numpy()
+            k = int(np.searchsorted(begins, offset, side="left"))
+            if k < len(begins):
+                return int(begins[k])
+        return reach
+
+    def _metadata_decoder(self, j: JournalSource) -> JournalDecoder:
+        return JournalDecoder(
+            j.name,
+            j.framing,
+            "uncommitted" if self.committed else self.opts.isolation,
+            self.opts.uuid_pointer,
+            None,
+            strict=self.opts.store is not None and self.opts.framing is None,
+        )
 
     @staticmethod
     def _first_offset(j: JournalSource) -> int | None:
@@ -270,12 +344,17 @@ class GazetteStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             if target is not None and j.name not in target:
                 continue  # availableNow: a journal that appeared after the run began
             lo = offsets.get(j.name)
+            first = self._first_offset(j)
             if lo is None:
-                first = self._first_offset(j)
                 if first is not None:  # a new journal joins at its first persisted offset
                     offsets[j.name] = first
                     changed = True
                 continue
+            if first is not None and lo < first:  # pruned by retention before it was read
+                data_loss(self.opts.fail_on_data_loss, j.name, lo, first, "the stream reads next")
+                offsets[j.name] = lo = first
+                states[j.name] = closed(states.get(j.name, []))
+                changed = True
             pieces, reach = walk(j.fragments, lo, None if target is None else target[j.name])
             if reach > lo:
                 pending[j.name] = (j, pieces)
@@ -326,14 +405,7 @@ class GazetteStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     ) -> _Advance:
         """Decodes `j` from `lo` (metadata only) through whole messages within the limits, feeding
         the committed reads' Sequencer; its new read-through offset and producer states."""
-        dec = JournalDecoder(
-            j.name,
-            j.framing,
-            "uncommitted" if self.committed else self.opts.isolation,
-            self.opts.uuid_pointer,
-            None,
-            strict=self.opts.store is not None and self.opts.framing is None,
-        )
+        dec = self._metadata_decoder(j)
         seq = Sequencer({j.name: lo}, states) if self.committed else None
         pids: dict[str, bytes] = {}
         offset, rows = lo, 0
@@ -375,17 +447,27 @@ class GazetteStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
                 raise FragmentsIOError(
                     f"journal {name} has offsets [{lo}, {hi}) in this micro-batch but is no longer in the store"
                 )
+            states = tuple(p for p in s.producers if p.journal == name)
+            first = self._first_offset(j)
+            skipped = False
+            if first is not None and lo < first:  # as latestOffset did, or pruned since it ran
+                data_loss(self.opts.fail_on_data_loss, name, lo, first, "of this micro-batch")
+                lo, states, skipped = first, tuple(closed(states)), True
+                if lo >= hi:
+                    continue
             pieces, reach = walk(j.fragments, lo, hi)
             if reach < hi:
                 raise FragmentsIOError(
                     f"journal {name}: offsets [{reach}, {hi}) of this micro-batch are no longer in the store "
                     "(fragments deleted since the batch was planned?)"
                 )
-            states = tuple(p for p in s.producers if p.journal == name)
             history: tuple[Piece, ...] = ()
             opens = [p.begin for p in states if 0 <= p.begin < lo]
             if self.committed and opens:
-                history = tuple(walk(j.fragments, min(opens), lo)[0])
+                since = min(opens)
+                if not self.opts.fail_on_data_loss and first is not None:
+                    since = max(since, first)  # _History skips what was pruned, with a warning
+                history = tuple(walk(j.fragments, since, lo)[0])
             tasks.append(
                 StreamTask(
                     name,
@@ -396,6 +478,7 @@ class GazetteStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
                     states,
                     tuple(p for p in e.producers if p.journal == name),
                     history,
+                    skipped,
                 )
             )
         return [StreamPartition(p) for p in pack(tasks, self.opts.max_partition_bytes)]
@@ -439,7 +522,7 @@ class GazetteStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         for table, first in history.tables:
             yield table.filter(pa.array(tracker.take_committed(first, table.num_rows)))
         final = tuple(tracker.sequencer.checkpoint().producers)
-        if final != task.end_states:
+        if final != task.end_states and not task.skipped:
             raise FragmentsIOError(
                 f"journal {task.journal}: the commit decision over offsets [{task.begin}, {task.end}) ended in "
                 "other producer states than the micro-batch was planned with (did the store's content change?)"
@@ -461,10 +544,17 @@ class _History:
         covered_lo = task.history[0].begin if task.history else task.begin
         covered_hi = task.history[-1].end if task.history else task.begin
         if lo < covered_lo or hi > covered_hi:
-            raise FragmentsIOError(
-                f"journal {task.journal}: a transaction begun at offset {lo} commits in this micro-batch, but "
-                f"offsets [{min(lo, covered_hi)}, {max(hi, covered_lo)}) it needs are not in the store"
+            gone = f"offsets [{min(lo, covered_hi)}, {max(hi, covered_lo)}) it needs are not in the store"
+            if self.reader.opts.fail_on_data_loss:
+                raise DataLossError(
+                    f"journal {task.journal}: a transaction begun at offset {lo} commits in this micro-batch, "
+                    f"but {gone} (pruned by retention? option failOnDataLoss=false skips them)"
+                )
+            log.warning(
+                "journal %s: a transaction begun at offset %d commits in this micro-batch, but %s; delivering "
+                "the rest of it (failOnDataLoss=false)", task.journal, lo, gone
             )
+            lo, hi = max(lo, covered_lo), min(hi, covered_hi)
         if self._envelopes is None:
             self._load()
         assert self._envelopes is not None
