@@ -4,8 +4,9 @@ Shards (ShardSpec) are items and consumers members of the generic allocator unde
 each primary runs the transaction loop, committing a checkpoint atomically with its store and
 appending ACK intents only after that commit. Members serve Gazette's consumer.Shard protocol and
 keep Gazette's consumer key space, so Gazette's tools manage them (ShardClient works with Gazette's
-consumers too); Shard service errors carry a `ShardStatus`. Imports client, message, allocator,
-keyspace, protocol.
+consumers too); Shard service errors carry a `ShardStatus`. `SideEffects` gives transactions blobs
+in `file://`/`s3://` stores that are published exactly once (register, prepare, commit, publish,
+cleanup). Imports client, message, allocator, keyspace, fragment (stores), protocol.
 """
 
 from gazette.consumer.application import Application, DeferToNextTransaction
@@ -21,6 +22,13 @@ from gazette.consumer.consumer import Consumer, ReplicaInfo, ShardInfo, apply_sh
 from gazette.consumer.json_store import JSONFileStore
 from gazette.consumer.runner import ConsumerGroup
 from gazette.consumer.shard import Shard
+from gazette.consumer.side_effects import (
+    SideEffect,
+    SideEffectError,
+    SideEffectRecord,
+    SideEffects,
+    read_side_effect,
+)
 from gazette.consumer.spec import ShardSpec, ShardSpecError, Source
 from gazette.consumer.sql_store import SQLStore
 from gazette.consumer.status import ReplicaCode, ReplicaStatus
@@ -53,9 +61,14 @@ __all__ = [
     "ShardStat",
     "ShardStatus",
     "ShardTimeoutError",
+    "SideEffect",
+    "SideEffectError",
+    "SideEffectRecord",
+    "SideEffects",
     "Source",
     "Store",
     "TxnTiming",
     "apply_shards",
     "list_shards",
+    "read_side_effect",
 ]

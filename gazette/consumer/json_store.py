@@ -22,6 +22,12 @@ checkpoint's read_through, and a file of only the first two values is a checkpoi
 A file of gazette-py's earlier format (one object, `{"state": ..., "checkpoint":
 ConsumerCheckpoint.to_dict()}`) is read too, and the next commit rewrites it in Gazette's layout;
 anything else is refused with a ValidationError.
+
+With `side_effects=` (a SideEffects), the registrations of the last committed transaction are a
+second file of the directory, `side_effects.json` (`{"side_effects": [SideEffectRecord.to_dict(),
+...]}`), recorded in the same recovery-log append as `state.json` (so they commit together) whenever
+they change; `state.json` stays exactly Gazette's. The attempt number of the side effects is the
+recorder's first sequence number, which grows with every hand-off as SQLStore's fence does.
 """
 
 from __future__ import annotations
@@ -39,6 +45,7 @@ from typing import Any, NamedTuple
 import orjson
 
 from gazette.consumer.recoverylog.recorder import Recorder
+from gazette.consumer.side_effects import SideEffectRecord, SideEffects
 from gazette.consumer.store import ConsumerCheckpoint, Store
 from gazette.protocol import shard_pb2
 from gazette.protocol.errors import GazetteError, ValidationError
@@ -47,6 +54,8 @@ log = logging.getLogger(__name__)
 
 STATE_FILE = "state.json"
 NEXT_FILE = "next.json"
+SIDE_EFFECTS_FILE = "side_effects.json"
+NEXT_SIDE_EFFECTS_FILE = "next_side_effects.json"
 _INT64 = (-(1 << 63), 1 << 63)
 _OFFSET = (0, 1 << 63)
 _UINT64 = (0, 1 << 64)
@@ -206,9 +215,12 @@ class JSONFileStore(Store):
 
     Build it in `Application.new_store(shard, recorder)` as `JSONFileStore(recorder)`; the
     ShardSpec needs `recovery_log_prefix` and `hint_prefix` (otherwise `recorder` is None).
+    `side_effects` (a SideEffects) keeps the shard's side-effect registrations in `side_effects.json`.
     """
 
-    def __init__(self, recorder: Recorder | None, state: Any = None) -> None:
+    def __init__(
+        self, recorder: Recorder | None, state: Any = None, *, side_effects: SideEffects | None = None
+    ) -> None:
         if recorder is None:
             raise ValidationError(
                 "JSONFileStore needs a recovery log: give the ShardSpec a recovery_log_prefix and a "
@@ -219,6 +231,8 @@ class JSONFileStore(Store):
         self.recorder = recorder
         self.directory = recorder.directory
         self.state: Any = {} if state is None else state
+        self.side_effects = side_effects
+        self._stored_side_effects: tuple[SideEffectRecord, ...] = ()  # what side_effects.json holds
 
     @property
     def path(self) -> str:
@@ -228,6 +242,9 @@ class JSONFileStore(Store):
         """Loads `state` and the checkpoint from `state.json` (none yet: the initial state, an empty
         checkpoint). The fence was installed by the recovery log's hand-off. A file in gazette-py's
         earlier format is read, and the next commit rewrites it in Gazette's layout."""
+        if self.side_effects is not None:
+            self._stored_side_effects = self._read_side_effects()
+            self.side_effects.bind(shard.id, shard.fqn, self.recorder.first_seq_no, self._stored_side_effects)
         try:
             with open(self.path, "rb") as f:
                 raw = f.read()
@@ -255,20 +272,58 @@ class JSONFileStore(Store):
             return _failed(
                 ValidationError(f"JSONFileStore state of {self.recorder.log} is not JSON-serializable: {exc}")
             )
+        effects = self.side_effects
+        committing = effects.committing if effects is not None else ()
+        effects_data = None
+        if committing != self._stored_side_effects:
+            effects_data = orjson.dumps({"side_effects": [r.to_dict() for r in committing]})
         try:
-            next_path = os.path.join(self.directory, NEXT_FILE)
-            with open(next_path, "wb") as f:
-                f.write(data)
-            os.replace(next_path, self.path)
+            writes = [(NEXT_FILE, STATE_FILE, data)]
+            if effects_data is not None:
+                writes.append((NEXT_SIDE_EFFECTS_FILE, SIDE_EFFECTS_FILE, effects_data))
+            for name, final, content in writes:
+                next_path = os.path.join(self.directory, name)
+                with open(next_path, "wb") as f:
+                    f.write(content)
+                os.replace(next_path, os.path.join(self.directory, final))
             with self.recorder.transaction(wait_for) as txn:
-                txn.write_at(txn.create(NEXT_FILE), data, 0)
-                txn.rename(NEXT_FILE, STATE_FILE)
+                for name, final, content in writes:
+                    txn.write_at(txn.create(name), content, 0)
+                    txn.rename(name, final)
         except GazetteError as exc:
             return _failed(exc)
-        return self.recorder.outcome(txn.future, checkpoint)
+        future = self.recorder.outcome(txn.future, checkpoint)
+        if effects_data is not None:
+            future.add_done_callback(lambda f: self._stored(f, committing))
+        return future
+
+    def _stored(self, future: concurrent.futures.Future, committing: tuple[SideEffectRecord, ...]) -> None:
+        if not future.cancelled() and future.exception() is None:
+            self._stored_side_effects = committing
+
+    def _read_side_effects(self) -> tuple[SideEffectRecord, ...]:
+        path = os.path.join(self.directory, SIDE_EFFECTS_FILE)
+        where = f"{path} of recovery log {self.recorder.log}"
+        try:
+            with open(path, "rb") as f:
+                raw = f.read()
+        except FileNotFoundError:
+            return ()
+        try:
+            doc = orjson.loads(raw)
+        except orjson.JSONDecodeError as exc:
+            raise ValidationError(f"{where} is not JSON: {exc}") from None
+        records = _object(doc, where, ("side_effects",)).get("side_effects")
+        if not isinstance(records, list):
+            raise ValidationError(f"{where}: side_effects is {json.dumps(records)[:60]}, expected a list")
+        return tuple(
+            SideEffectRecord.from_dict(r, f"{where}: side_effects[{i}]") for i, r in enumerate(records)
+        )
 
     def destroy(self) -> None:
-        """Nothing to release: the shard removes the recorded directory."""
+        """Closes the side effects; the shard removes the recorded directory."""
+        if self.side_effects is not None:
+            self.side_effects.close()
 
 
 def _failed(exc: BaseException) -> concurrent.futures.Future:

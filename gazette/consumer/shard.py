@@ -91,6 +91,8 @@ class Shard:
         await self.service.abort()
         store, self.store = self.store, None
         if store is not None:
+            if store.side_effects is not None:
+                store.side_effects.close()  # now: the worker may be waiting on its retries (a store down)
             self.worker.submit(store.destroy)
         self.worker.shutdown(wait=False)
 

@@ -18,6 +18,17 @@ Gazette's encoding (ConsumerCheckpoint JSON, whose first byte `{` no Gazette che
 is migrated by the restore: rewritten as protobuf in the transaction that moves the fence. Anything
 else that does not decode is refused with a ValidationError, and the fence is left as it was.
 
+With `side_effects=` (a SideEffects), the registrations of the shard's last committed transaction
+live beside it, written in the commit's SQL transaction (rows of earlier commits are replaced) and
+read by the restore, whose fence is the side effects' attempt number::
+
+    CREATE TABLE gazette_side_effects (
+      shard_fqn TEXT NOT NULL, id TEXT NOT NULL, attempt INTEGER NOT NULL, kind TEXT NOT NULL,
+      store TEXT NOT NULL, path TEXT NOT NULL, staging TEXT NOT NULL, sha1 TEXT NOT NULL,
+      size INTEGER NOT NULL,              -- BIGINT on PostgreSQL, as attempt
+      PRIMARY KEY (shard_fqn, id)
+    );
+
 One store, two dialects: sqlite3 (a path or sqlite:// URL) and PostgreSQL via psycopg 3
 (postgresql:// URL); the connection is used only from the shard's worker thread (where the
 Application's methods run).
@@ -34,6 +45,7 @@ import urllib.parse
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import Any, Protocol
 
+from gazette.consumer.side_effects import SideEffectRecord, SideEffects
 from gazette.consumer.store import ConsumerCheckpoint, FencingError, Store, wait_all
 from gazette.protocol.errors import GazetteError, ValidationError
 from gazette.protocol.status import Status
@@ -52,6 +64,19 @@ _RESTORE = (  # bump the fence, or create the row at fence 1 (reference 7.6), in
 )
 _COMMIT = "UPDATE gazette_checkpoints SET checkpoint = ? WHERE shard_fqn = ? AND fence = ?"  # as Gazette's
 _FENCE = "SELECT fence FROM gazette_checkpoints WHERE shard_fqn = ?"
+_SIDE_EFFECT_COLUMNS = "id, attempt, kind, store, path, staging, sha1, size"
+_SIDE_EFFECTS_DDL = (
+    "CREATE TABLE IF NOT EXISTS gazette_side_effects (shard_fqn TEXT NOT NULL, id TEXT NOT NULL, "
+    "attempt {int} NOT NULL, kind TEXT NOT NULL, store TEXT NOT NULL, path TEXT NOT NULL, staging TEXT NOT NULL, "
+    "sha1 TEXT NOT NULL, size {int} NOT NULL, PRIMARY KEY (shard_fqn, id))"
+)
+_SELECT_SIDE_EFFECTS = (
+    f"SELECT {_SIDE_EFFECT_COLUMNS} FROM gazette_side_effects WHERE shard_fqn = ? ORDER BY id"
+)
+_DELETE_SIDE_EFFECTS = "DELETE FROM gazette_side_effects WHERE shard_fqn = ?"
+_INSERT_SIDE_EFFECT = (
+    f"INSERT INTO gazette_side_effects (shard_fqn, {_SIDE_EFFECT_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)"
+)
 
 SQLConnection = Any  # sqlite3.Connection or psycopg.Connection: each driver's own API
 
@@ -100,6 +125,7 @@ class _SQLiteDialect:
         "CREATE TABLE IF NOT EXISTS gazette_checkpoints "
         "(shard_fqn TEXT PRIMARY KEY NOT NULL, fence INTEGER NOT NULL, checkpoint BLOB NOT NULL)"
     )
+    side_effects_ddl = _SIDE_EFFECTS_DDL.format(int="INTEGER")
     begin_schema = "BEGIN IMMEDIATE"  # the database's write lock serializes schema setup
     schema_lock: str | None = None
 
@@ -180,6 +206,7 @@ class _PostgresDialect:
         "CREATE TABLE IF NOT EXISTS gazette_checkpoints "
         "(shard_fqn TEXT PRIMARY KEY NOT NULL, fence INTEGER NOT NULL, checkpoint BYTEA NOT NULL)"
     )
+    side_effects_ddl = _SIDE_EFFECTS_DDL.format(int="BIGINT")
     begin_schema = "BEGIN"
     # Concurrent CREATE TABLE IF NOT EXISTS of one table can fail on PostgreSQL's catalog: serialize.
     schema_lock: str | None = f"SELECT pg_advisory_xact_lock({POSTGRES_SCHEMA_LOCK_KEY})"
@@ -259,17 +286,23 @@ class SQLStore(Store):
     `executemany` during `consume_message` and `finalize_txn` using sqlite-style placeholders (`?` with
     a sequence, `:name` with a mapping) on both; the transaction loop commits those writes with the
     checkpoint. `transaction()` gives the driver's connection (its own paramstyle) inside the same
-    transaction; `setup_schema` runs DDL once, safely against concurrent stores.
+    transaction; `setup_schema` runs DDL once, safely against concurrent stores. `side_effects` (a
+    SideEffects) keeps the shard's side-effect registrations in `gazette_side_effects`.
     """
 
-    def __init__(self, shard: Any, url: str) -> None:
+    def __init__(self, shard: Any, url: str, *, side_effects: SideEffects | None = None) -> None:
         self.shard_fqn: str = shard.fqn
         self.url = url
         self.dialect = _dialect(url)
         self.conn: SQLConnection = self.dialect.connect()
         self.fence: int | None = None
+        self.side_effects = side_effects
+        self._stored_side_effects = False  # the shard has rows in gazette_side_effects (to replace)
         try:
-            self.setup_schema(self.dialect.checkpoints_ddl)
+            ddl = [self.dialect.checkpoints_ddl]
+            if side_effects is not None:
+                ddl.append(self.dialect.side_effects_ddl)
+            self.setup_schema(*ddl)
         except BaseException:
             self.conn.close()
             raise
@@ -341,12 +374,27 @@ class SQLStore(Store):
             encoded = checkpoint.to_bytes()
             if raw != encoded:
                 self._run(_COMMIT, (encoded, self.shard_fqn, int(fence)))
+            effects = self._restore_side_effects() if self.side_effects is not None else []
             conn.execute("COMMIT")
         except BaseException:
             self._rollback()
             raise
         self.fence = int(fence)
+        if self.side_effects is not None:
+            self._stored_side_effects = bool(effects)
+            self.side_effects.bind(shard.id, self.shard_fqn, self.fence, effects)
         return checkpoint
+
+    def _restore_side_effects(self) -> list[SideEffectRecord]:
+        """The registrations of the last committed transaction (ValidationError for a bad row)."""
+        rows = self._run(_SELECT_SIDE_EFFECTS, (self.shard_fqn,)).fetchall()
+        names = _SIDE_EFFECT_COLUMNS.split(", ")
+        return [
+            SideEffectRecord.from_dict(
+                dict(zip(names, row, strict=True)), f"gazette_side_effects row of shard {self.shard_fqn}"
+            )
+            for row in rows
+        ]
 
     def _decode(self, raw: Any, fence: int) -> ConsumerCheckpoint:
         """The checkpoint of a `gazette_checkpoints.checkpoint` value: protobuf, or gazette-py's
@@ -402,7 +450,9 @@ class SQLStore(Store):
                     f"commit of shard {self.shard_fqn} refused: the checkpoint fence is no longer {self.fence} "
                     "(it was updated by a new primary)"
                 )
+            stored = self._commit_side_effects()
             conn.execute("COMMIT")
+            self._stored_side_effects = stored
         except FencingError:
             self._rollback()
             raise
@@ -413,8 +463,25 @@ class SQLStore(Store):
             self._rollback()
             raise
 
+    def _commit_side_effects(self) -> bool:
+        """Replaces the shard's registrations with this transaction's (`side_effects.committing`),
+        inside the commit; returns whether the shard has rows afterwards."""
+        effects = self.side_effects
+        if effects is None or (not effects.committing and not self._stored_side_effects):
+            return self._stored_side_effects
+        self._run(_DELETE_SIDE_EFFECTS, (self.shard_fqn,))
+        rows = [
+            (self.shard_fqn, r.id, r.attempt, r.kind, r.store, r.path, r.staging, r.sha1, r.size)
+            for r in effects.committing
+        ]
+        if rows:
+            self.dialect.executemany(self.conn, _INSERT_SIDE_EFFECT, rows)
+        return bool(rows)
+
     def destroy(self) -> None:
         try:
+            if self.side_effects is not None:
+                self.side_effects.close()
             self._rollback()
         finally:
             self.conn.close()

@@ -19,6 +19,7 @@ from typing import Any
 import orjson
 from google.protobuf.message import DecodeError
 
+from gazette.consumer.side_effects import SideEffects
 from gazette.message.checkpoint import Checkpoint
 from gazette.protocol import shard_pb2
 from gazette.protocol.errors import GazetteError, ValidationError
@@ -128,7 +129,14 @@ class ConsumerCheckpoint:
 
 
 class Store:
-    """What the transaction loop needs of a store; subclass it (see SQLStore, MemoryStore)."""
+    """What the transaction loop needs of a store; subclass it (see SQLStore, MemoryStore).
+
+    `side_effects` is the shard's SideEffects when the store keeps side-effect registrations with
+    its checkpoint (SQLStore and JSONFileStore, given `side_effects=`): its restore calls
+    `side_effects.bind(...)`, its commit persists `side_effects.committing`, and `destroy` closes it.
+    """
+
+    side_effects: SideEffects | None = None
 
     def restore_checkpoint(self, shard: Any) -> ConsumerCheckpoint:
         """The last committed checkpoint (an empty one at first); installs this primary's fence."""

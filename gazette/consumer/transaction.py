@@ -6,6 +6,10 @@ A transaction consumes until nothing is ready once `min_txn_duration` has passed
 Its checkpoint (read-through offsets, producer states, ACK intents) commits with the store after every
 pending append; the ACK intents are appended only after that commit (they depend on its future).
 On start, the restored checkpoint's ACK intents are appended again before anything is read.
+With a store's SideEffects, each commit also waits for the transaction's side effects to be prepared
+and stores their registrations; they are published after the commit and before its ACK appends (a
+new primary publishes the restored ones before re-appending the intents), and a background task owned
+by the loop cleans up what fenced-out attempts staged, at start and every `cleanup_interval_s`.
 Progress (read-through, publish-at, recent timings) is what the Shard service's Stat and Inspect read.
 Sequencing and consuming run together on the shard's worker thread, one envelope at a time, so an
 application's DeferToNextTransaction leaves its envelope (and everything after it) undelivered: the
@@ -25,6 +29,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from gazette.client.append_service import AppendFuture
 from gazette.consumer.application import DeferToNextTransaction
+from gazette.consumer.side_effects import SideEffects
 from gazette.consumer.store import ConsumerCheckpoint, Store
 from gazette.message.envelope import Envelope
 from gazette.message.publisher import Publisher
@@ -90,11 +95,13 @@ class _Chunk:
 
 @dataclasses.dataclass
 class _Txn:
-    """A transaction that started committing: its commit future and the ACK appends depending on it."""
+    """A transaction that started committing: its commit future, the publication of its side effects
+    (None: it has none) and the ACK appends depending on them."""
 
     checkpoint: ConsumerCheckpoint
     commit: concurrent.futures.Future
     acks: list[AppendFuture]
+    published: concurrent.futures.Future | None = None
     began_at: float = 0.0  # unix seconds of its first message
     messages: int = 0
     consume_s: float = 0.0
@@ -107,6 +114,10 @@ class _Txn:
         # Shielded: cancelling this wait (the loop ending) must not cancel the store's commit future.
         await asyncio.shield(asyncio.wrap_future(self.commit))
         self.committed = time.monotonic()
+        if self.published is not None:
+            # Awaited even without ACKs: the next transaction commits only once this one's side effects
+            # are published, so a new primary has only the last committed transaction's to publish.
+            await asyncio.shield(asyncio.wrap_future(self.published))
         for ack in self.acks:
             res = await ack
             self.publish_at[res.journal] = max(self.publish_at.get(res.journal, 0), res.end)
@@ -155,6 +166,8 @@ class TransactionLoop:
         self._deferred: Envelope | None = None  # the envelope deferred to the next transaction
         self._txn_messages = 0  # envelopes consumed by the open transaction (0: none open)
         self._sequencing = False  # the worker thread is using the sequencer
+        self.side_effects = store.side_effects
+        self._cleanup: asyncio.Task[None] | None = None  # the side effects' cleanup task
         self._described: dict[str, Any] = self.sequencer.describe()  # its last description
 
     async def in_worker(self, fn: Callable[..., T], *args: Any) -> T:
@@ -192,7 +205,15 @@ class TransactionLoop:
 
     async def run(self) -> None:
         try:
+            if self.side_effects is not None:
+                # The restored transaction committed: its side effects are published before its ACKs.
+                await asyncio.to_thread(self.side_effects.recover)
             await self._append_restored_intents()
+            if self.side_effects is not None:
+                self._cleanup = asyncio.create_task(
+                    self._clean_side_effects(self.side_effects),
+                    name=f"shard {self.shard.id} side-effect cleanup",
+                )
             self._start_readers()
             prev: _Txn | None = None
             while True:
@@ -201,10 +222,24 @@ class TransactionLoop:
             self.stopped = True
             if not self._progressed.done():
                 self._progressed.set_result(None)
-            for task in (*self._readers, self._get):
+            for task in (*self._readers, self._get, self._cleanup):
                 if task is not None:
                     task.cancel()
-            await asyncio.gather(*self._readers, return_exceptions=True)
+            owned = [*self._readers, *([self._cleanup] if self._cleanup is not None else [])]
+            await asyncio.gather(*owned, return_exceptions=True)
+
+    async def _clean_side_effects(self, effects: SideEffects) -> None:
+        """Removes what fenced-out attempts staged: now (after the restored side effects were
+        published), then every `cleanup_interval_s`. A failing store is logged and tried again."""
+        while True:
+            try:
+                await asyncio.to_thread(effects.cleanup)
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:
+                log.warning("shard %s: side-effect cleanup failed (tried again in %.0f s): %s",
+                            self.shard.id, effects.cleanup_interval_s, exc)  # fmt: skip
+            await asyncio.sleep(effects.cleanup_interval_s)
 
     async def _append_restored_intents(self) -> None:
         """Reference 7.4 startup: the restored transaction committed, so its ACKs must land."""
@@ -412,6 +447,9 @@ class TransactionLoop:
         commit_started = time.monotonic()
         self._txn_messages = 0
         await self.in_worker(self.app.finalize_txn, shard, store, self.publisher)
+        effects = self.side_effects
+        # Blocks until the transaction's side effects are prepared; the store commits their registrations.
+        registered = await self.in_worker(effects.seal) if effects is not None else ()
         checkpoint = ConsumerCheckpoint(
             self.sequencer.checkpoint(prune_horizon_clock(PRUNE_HORIZON_24H_S)),
             # Appended below through the shard's service (each journal's order) once the commit,
@@ -422,21 +460,26 @@ class TransactionLoop:
         commit = await self.in_worker(store.start_commit, shard, checkpoint, wait_for)
         if commit.done() and commit.exception() is not None:
             raise commit.exception()  # type: ignore[misc]
-        gate: concurrent.futures.Future = commit
+        # The ACKs wait for the commit and, after it, for the publication of its side effects.
+        published = effects.publish_after(commit, registered) if effects is not None and registered else None
+        committed = published or commit
+        gate: concurrent.futures.Future = committed
         if self.hooks.ack_gate is not None:
             gate = concurrent.futures.Future()
-            commit.add_done_callback(lambda f: self._gate(f, gate, checkpoint))
+            committed.add_done_callback(lambda f: self._gate(f, gate, checkpoint))
         acks = [
             shard.service.append(j, ack, dependencies=[gate]) for j, ack in checkpoint.ack_intents.items()
         ]
         await self.in_worker(self.app.finished_txn, shard, store, commit)
-        return _Txn(checkpoint, commit, acks, commit_started=commit_started)
+        return _Txn(checkpoint, commit, acks, published, commit_started=commit_started)
 
     def _gate(
         self, commit: concurrent.futures.Future, gate: concurrent.futures.Future, cp: ConsumerCheckpoint
     ) -> None:
         if commit.cancelled() or commit.exception() is not None:
-            gate.set_exception(GazetteError(Status.OK, "the transaction's commit failed"))
+            why = "was cancelled" if commit.cancelled() else f"failed: {commit.exception()}"
+            what = "the transaction's commit (or its side effects' publication)"
+            gate.set_exception(GazetteError(Status.OK, f"{what} {why}"))
         elif self.hooks.ack_gate is not None and self.hooks.ack_gate(self.shard, cp):
             gate.set_result(None)
 

@@ -1,6 +1,7 @@
 """SQLStore on both dialects (sqlite and a real PostgreSQL server): checkpoint round trips, the fence
-refusing a zombie with none of its writes committed, portable placeholders, bad URLs; and the
-word-count consumer storing into PostgreSQL end to end."""
+refusing a zombie with none of its writes committed, portable placeholders, bad URLs, side-effect
+registrations committed with the checkpoint; and the word-count consumer storing into PostgreSQL end
+to end."""
 
 from __future__ import annotations
 
@@ -16,7 +17,7 @@ from typing import Any
 import pytest
 from waiting import wait_for
 
-from gazette.consumer import ConsumerCheckpoint, FencingError, Hooks, SQLStore
+from gazette.consumer import ConsumerCheckpoint, FencingError, Hooks, SideEffects, SQLStore
 from gazette.consumer.sql_store import SQLStoreError
 from gazette.examples import wordcount
 from gazette.message.checkpoint import Checkpoint
@@ -288,3 +289,29 @@ def test_word_count_consumer_stores_into_postgres(cluster, postgres_url: str, tm
     for word, n in wait_for("every count published", all_published, 60):
         by_word[word].append(n)
     assert by_word == {w: list(range(1, n + 1)) for w, n in collections.Counter(words).items()}
+
+
+def test_side_effect_registrations_commit_with_the_checkpoint(
+    backend: Backend, stores: list[SQLStore], tmp_path
+) -> None:
+    shard = SimpleNamespace(fqn="/root/items/reports-000", id="reports-000")
+    reports = f"file://{tmp_path}/reports/"
+    first = SQLStore(shard, backend.url, side_effects=SideEffects([reports]))
+    stores.append(first)
+    first.restore_checkpoint(shard)
+    assert first.side_effects is not None and first.side_effects.attempt == 1
+    effect = first.side_effects.register("report", "r/{id}.json").prepare(b"x" * 10)
+    first.side_effects.seal()
+    first.start_commit(shard, _checkpoint(1), [_done()]).result()
+    query = "SELECT id, attempt, path, sha1, size FROM gazette_side_effects"
+    assert backend.rows(query) == [(effect.id, 1, effect.path, effect.sha1, 10)]
+
+    second = SQLStore(shard, backend.url, side_effects=SideEffects([reports]))
+    stores.append(second)
+    second.restore_checkpoint(shard)
+    assert second.side_effects is not None and second.side_effects.restored == (effect.record,)
+    first.side_effects.register("report", "r/{id}.json").prepare(b"zombie")
+    first.side_effects.seal()
+    with pytest.raises(FencingError):
+        first.start_commit(shard, _checkpoint(2), [_done()]).result()
+    assert backend.rows(query) == [(effect.id, 1, effect.path, effect.sha1, 10)]

@@ -91,6 +91,19 @@ def test_store_operations(store_url: str) -> None:
     assert [e.path for e in store.list("j/")] == ["sub/b"]
 
 
+def test_copy_replaces_the_target_and_names_a_missing_source(store_url: str) -> None:
+    store = get_store(store_url)
+    store.put("j/src", b"source" * 1000)
+    store.put("j/dst", b"old")
+    store.copy("j/src", "j/dst")
+    assert store.get("j/dst") == b"source" * 1000 and store.get("j/src") == b"source" * 1000
+    store.copy("j/src", "k/deeper/dst")  # into a prefix ("directory") that does not exist yet
+    assert store.get("k/deeper/dst") == b"source" * 1000
+    with pytest.raises(ObjectNotFoundError, match='"j/none"'):
+        store.copy("j/none", "j/dst2")
+    assert not store.exists("j/dst2")
+
+
 def test_mod_time_answers_for_what_exists_sees(store_url: str) -> None:
     # persist uses mod_time alone as its "already there?" check: it must agree with exists().
     store = get_store(store_url)

@@ -55,6 +55,10 @@ class Recorder:
         self.fence = author_fence(author)
         self.check_registers = LabelSelector(include={AUTHOR_REGISTER: self.fence})
         self.write_head = write_head  # a lower bound of where the next op lands (for hints)
+        # This author's first sequence number: every hand-off is sequenced after all it read, so it
+        # is greater than any sequence number an earlier author recorded. It orders authors as
+        # SQLStore's fence orders primaries (JSONFileStore's side-effect attempt number).
+        self.first_seq_no = fsm.next_seq_no
         self._lock = threading.RLock()
         self._error: GazetteError | None = None
         self._error_callbacks: list[Callable[[GazetteError], None]] = []

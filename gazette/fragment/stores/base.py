@@ -71,6 +71,13 @@ class Store(abc.ABC):
     def put(self, path: str, data: bytes | BinaryIO, content_encoding: str | None = None) -> None:
         """Writes the whole object atomically, replacing any object at `path`."""
 
+    def copy(self, src: str, dst: str) -> None:
+        """Writes a copy of object `src` at `dst` (atomically, as `put`), replacing any object there.
+        Raises ObjectNotFoundError if `src` is absent. This default streams through `open` and `put`;
+        stores that can copy without reading (S3's CopyObject) override it."""
+        with self.open(src) as f:
+            self.put(dst, f)
+
     @abc.abstractmethod
     def remove(self, path: str) -> None:
         """Deletes the object; removing an absent object is not an error."""

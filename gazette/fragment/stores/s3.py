@@ -133,6 +133,15 @@ class S3Store(Store):
                 # Managed transfer: multipart for large objects; S3 exposes the object only when complete.
                 self._client.upload_fileobj(data, self.bucket, key, ExtraArgs=extra)
 
+    def copy(self, src: str, dst: str) -> None:
+        """Server-side CopyObject (objects up to 5 GB) with the store's put arguments (ACL, storage
+        class, encryption); S3 exposes the copy only once it is complete."""
+        source = {"Bucket": self.bucket, "Key": self._key(src)}
+        with self._errors("copying", src):
+            self._client.copy_object(
+                Bucket=self.bucket, Key=self._key(dst), CopySource=source, **self._put_args
+            )
+
     def remove(self, path: str) -> None:
         with self._errors("removing", path):
             self._client.delete_object(Bucket=self.bucket, Key=self._key(path))
