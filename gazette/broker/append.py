@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING
 import grpc
 
 from gazette.allocator.journals import journal_desired_replication, route_equivalent
+from gazette.auth.tokens import Claims
 from gazette.broker.assignments import (
     assignments_match,
     assignments_of,
@@ -90,9 +91,12 @@ class State(enum.Enum):
 
 
 class AppendFSM:
-    def __init__(self, broker: Broker, req: pb.AppendRequest, *, force_roll: bool = False) -> None:
+    def __init__(
+        self, broker: Broker, req: pb.AppendRequest, *, force_roll: bool = False, claims: Claims | None = None
+    ) -> None:
         self.broker = broker
         self.req = req
+        self.claims = claims  # the caller's verified authorization (None: this broker's own, or no auth)
         self.journal, _ = split_journal_meta(req.journal)
         self.force_roll = force_roll
         self.state = State.RESOLVE
@@ -197,6 +201,7 @@ class AppendFSM:
                 may_proxy=not req.do_not_proxy,
                 min_etcd_revision=max(req.min_etcd_revision, self.read_through_rev),
                 proxy_header=req.header if req.HasField("header") else None,
+                claims=self.claims,
             )
         except ValueError as exc:
             self._fail(f"resolve: {exc}", grpc.StatusCode.INVALID_ARGUMENT)
@@ -265,7 +270,8 @@ class AppendFSM:
             spool = taken
         self.registers = spool.registers
         self.roll_to = 0
-        self.pln = Pipeline(self.res.header, spool, slot, self.broker.proxy.replicate)
+        journal, proxy = self.journal, self.broker.proxy
+        self.pln = Pipeline(self.res.header, spool, slot, lambda endpoint: proxy.replicate(endpoint, journal))
         self.state = State.SEND_PIPELINE_SYNC
 
     async def _on_send_pipeline_sync(self) -> None:
@@ -553,7 +559,10 @@ def _validate_registers(req: pb.AppendRequest) -> None:
 
 
 async def serve_append(
-    broker: Broker, requests: AsyncIterator[pb.AppendRequest], context: grpc.aio.ServicerContext
+    broker: Broker,
+    requests: AsyncIterator[pb.AppendRequest],
+    context: grpc.aio.ServicerContext,
+    claims: Claims | None = None,
 ) -> pb.AppendResponse:
     try:
         first = await anext(requests)
@@ -569,7 +578,7 @@ async def serve_append(
     except GazetteError as exc:
         await context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(exc))
 
-    fsm = AppendFSM(broker, first)
+    fsm = AppendFSM(broker, first, claims=claims)
     state = await fsm.run(requests)
     if state == State.PROXY:
         assert fsm.res is not None

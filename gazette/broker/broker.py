@@ -18,6 +18,9 @@ import grpc
 from prometheus_client import start_http_server
 
 from gazette.allocator import Allocator, Session, announce, broker_spec_exiting, journal_adapter
+from gazette.auth import tls as _tls
+from gazette.auth.tls import TLSConfig
+from gazette.auth.tokens import AuthError, Capability, Claims, KeyedAuth, header_of
 from gazette.broker.append import AppendFailed, serve_append, zero_byte_append
 from gazette.broker.journals import (
     serve_apply,
@@ -78,7 +81,13 @@ class Broker:
         spool_dir: str | None = None,
         watch_apply_delay_s: float = 0.03,
         exit_drain_s: float = DEFAULT_EXIT_DRAIN_S,
+        auth_keys: KeyedAuth | str | None = None,
+        server_tls: TLSConfig | None = None,
+        peer_tls: TLSConfig | None = None,
     ) -> None:
+        """`auth_keys` (Gazette's --auth-keys) makes every RPC require a signed token, and signs this
+        broker's own calls to its peers; `server_tls` serves over TLS (https:// endpoint), and
+        `peer_tls` is what this broker presents and trusts when it dials https:// peers."""
         self.etcd_endpoint = etcd_endpoint
         self.root = root.rstrip("/")
         self.zone = zone
@@ -95,7 +104,9 @@ class Broker:
         self.spool_dir = spool_dir
         self.watch_apply_delay_s = watch_apply_delay_s
         self.metrics = BrokerMetrics()
-        self.proxy = Proxy()
+        self.auth = KeyedAuth.coerce(auth_keys)
+        self.server_tls = server_tls
+        self.proxy = Proxy(self.auth, peer_tls)
         self.replicas: dict[str, Replica] = {}
         self.endpoint = ""
         self.metrics_endpoint = ""
@@ -127,9 +138,9 @@ class Broker:
         service = JournalService(self)
         pb_grpc.add_JournalServicer_to_server(service, self._server)
         gpy_grpc.add_FlusherServicer_to_server(FlusherService(service), self._server)
-        bound = self._server.add_insecure_port(f"{self.host}:{self.port}")
+        bound, scheme = _tls.bind(self._server, f"{self.host}:{self.port}", self.server_tls)
         self.port = bound
-        self.endpoint = f"http://{self.advertise}:{bound}"
+        self.endpoint = f"{scheme}{self.advertise}:{bound}"
 
         self.ks = KeySpace(self.etcd, self.root, decode_value(self.root), self.watch_apply_delay_s)
         self.resolver = Resolver(self.ks, self.id, self.replicas)
@@ -356,7 +367,10 @@ class Broker:
 
 
 class JournalService(pb_grpc.JournalServicer):
-    """gRPC adapter: counts each RPC and maps handler errors to gRPC statuses."""
+    """gRPC adapter: verifies each RPC's authorization, counts it, and maps handler errors to gRPC
+    statuses. With auth keys, a call is refused UNAUTHENTICATED before anything else is looked at
+    unless its token is valid and holds the RPC's capability (Gazette's VerifiedJournalServer); the
+    token's selector then narrows what the call sees (journals it does not match are not found)."""
 
     def __init__(self, broker: Broker) -> None:
         self.b = broker
@@ -365,30 +379,46 @@ class JournalService(pb_grpc.JournalServicer):
         name = status if isinstance(status, str) else pb.Status.Name(status)
         self.b.metrics.completed.labels(op, name).inc()
 
+    async def verify(self, op: str, context, require: Capability) -> Claims | None:
+        """The verified claims of this call (None when the broker has no auth keys); otherwise the
+        call is aborted UNAUTHENTICATED with Gazette's message."""
+        if self.b.auth is None:
+            return None
+        try:
+            return self.b.auth.verify(header_of(context.invocation_metadata()), require)
+        except AuthError as exc:
+            self._done(op, "UNAUTHENTICATED")
+            await context.abort(grpc.StatusCode.UNAUTHENTICATED, exc.message)
+            raise  # abort raises; this only tells the type checker so
+
     async def List(self, request, context) -> AsyncIterator[pb.ListResponse]:
         self.b.metrics.started.labels("List").inc()
-        async for resp in serve_list(self.b, request, context):
+        claims = await self.verify("List", context, Capability.LIST)
+        async for resp in serve_list(self.b, request, context, claims):
             yield resp
         self._done("List", 0)
 
     async def Apply(self, request, context) -> pb.ApplyResponse:
         self.b.metrics.started.labels("Apply").inc()
-        resp = await serve_apply(self.b, request, context)
+        claims = await self.verify("Apply", context, Capability.APPLY)
+        resp = await serve_apply(self.b, request, context, claims)
         self._done("Apply", resp.status)
         return resp
 
     async def Read(self, request, context) -> AsyncIterator[pb.ReadResponse]:
         self.b.metrics.started.labels("Read").inc()
+        claims = await self.verify("Read", context, Capability.READ)
         status = 0
-        async for resp in serve_read(self.b, request, context):
+        async for resp in serve_read(self.b, request, context, claims):
             status = resp.status or status
             yield resp
         self._done("Read", status)
 
     async def Append(self, request_iterator, context) -> pb.AppendResponse:
         self.b.metrics.started.labels("Append").inc()
+        claims = await self.verify("Append", context, Capability.APPEND)
         try:
-            resp = await serve_append(self.b, request_iterator, context)
+            resp = await serve_append(self.b, request_iterator, context, claims)
         except AppendFailed as exc:
             self._done("Append", "FAILED")
             await context.abort(exc.code, str(exc))
@@ -402,18 +432,21 @@ class JournalService(pb_grpc.JournalServicer):
 
     async def Replicate(self, request_iterator, context) -> AsyncIterator[pb.ReplicateResponse]:
         self.b.metrics.started.labels("Replicate").inc()
-        async for resp in serve_replicate(self.b, request_iterator, context):
+        claims = await self.verify("Replicate", context, Capability.REPLICATE)
+        async for resp in serve_replicate(self.b, request_iterator, context, claims):
             yield resp
         self._done("Replicate", 0)
 
     async def ListFragments(self, request, context) -> pb.FragmentsResponse:
         self.b.metrics.started.labels("ListFragments").inc()
-        resp = await serve_list_fragments(self.b, request, context)
+        claims = await self.verify("ListFragments", context, Capability.READ)
+        resp = await serve_list_fragments(self.b, request, context, claims)
         self._done("ListFragments", resp.status)
         return resp
 
     async def FragmentStoreHealth(self, request, context) -> pb.FragmentStoreHealthResponse:
         self.b.metrics.started.labels("FragmentStoreHealth").inc()
+        await self.verify("FragmentStoreHealth", context, Capability.READ)
         resp = await serve_fragment_store_health(self.b, request, context)
         self._done("FragmentStoreHealth", resp.status)
         return resp
@@ -427,7 +460,9 @@ class FlusherService(gpy_grpc.FlusherServicer):
 
     async def Flush(self, request, context) -> gpy.FlushResponse:
         self.journals.b.metrics.started.labels("Flush").inc()
-        resp = await serve_flush(self.journals.b, request, context)
+        # Flush rolls the journal's spool (an empty append at its primary): it takes APPEND.
+        claims = await self.journals.verify("Flush", context, Capability.APPEND)
+        resp = await serve_flush(self.journals.b, request, context, claims)
         self.journals._done("Flush", resp.status)
         return resp
 

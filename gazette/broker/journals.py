@@ -14,12 +14,14 @@ from typing import TYPE_CHECKING
 import aetcd
 import grpc
 
+from gazette.auth.tokens import Claims
 from gazette.broker.append import zero_byte_append
 from gazette.fragment.health import check_delete, health_of
 from gazette.keyspace import layout
 from gazette.protocol import broker_pb2 as pb
 from gazette.protocol import gazette_py_pb2 as gpy
 from gazette.protocol.errors import GazetteError
+from gazette.protocol.labels import LabelSet
 from gazette.protocol.selector import LabelSelector, journal_labels
 from gazette.protocol.spec import JournalSpec, validate_store_url
 from gazette.protocol.status import Status, to_pb
@@ -36,11 +38,14 @@ FRAGMENTS_PAGE_DEFAULT = 1000
 FRAGMENTS_PAGE_MAX = 10000
 
 
-def _matching(broker: Broker, selector: LabelSelector) -> list[pb.ListResponse.Journal]:
+def _matching(
+    broker: Broker, selector: LabelSelector, authorized: LabelSelector | None
+) -> list[pb.ListResponse.Journal]:
     out = []
     for kv in broker.ks.prefixed(layout.items_prefix(broker.root)):
         spec: JournalSpec = kv.decoded
-        if not selector.matches(journal_labels(spec.labels, spec.name)):
+        labels = journal_labels(spec.labels, spec.name)
+        if not selector.matches(labels) or (authorized is not None and not authorized.matches(labels)):
             continue
         route = broker.resolver.route_of(spec.name)
         out.append(
@@ -51,18 +56,30 @@ def _matching(broker: Broker, selector: LabelSelector) -> list[pb.ListResponse.J
     return out
 
 
+def _claims_for_list(claims: Claims) -> LabelSelector:
+    """The claims' selector with the `prefix` meta-label read as a name prefix, as Gazette's List
+    reads it (only List does; its values need not end in "/" there)."""
+    sel = claims.selector
+
+    def rewrite(entries):
+        return [(e.name, e.value, e.prefix) if e.name != "prefix" else ("name", e.value, True) for e in entries]
+
+    return LabelSelector(rewrite(sel.include), rewrite(sel.exclude))
+
+
 async def serve_list(
-    broker: Broker, req: pb.ListRequest, context: grpc.aio.ServicerContext
+    broker: Broker, req: pb.ListRequest, context: grpc.aio.ServicerContext, claims: Claims | None = None
 ) -> AsyncIterator[pb.ListResponse]:
     try:
         selector = LabelSelector.from_proto(req.selector).for_journals()
+        authorized = _claims_for_list(claims) if claims is not None else None
     except GazetteError as exc:
         await context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(exc))
     if req.watch_resume.etcd.revision:
         await broker.ks.wait_for_revision(req.watch_resume.etcd.revision + 1)
     last: tuple[int, int] | None = None
     while True:
-        journals = _matching(broker, selector)
+        journals = _matching(broker, selector, authorized)
         state = (len(journals), max((j.mod_revision for j in journals), default=0))
         if state != last:
             last = state
@@ -79,7 +96,9 @@ async def serve_list(
         await broker.ks.wait_for_change()
 
 
-async def serve_apply(broker: Broker, req: pb.ApplyRequest, context: grpc.aio.ServicerContext) -> pb.ApplyResponse:
+async def serve_apply(
+    broker: Broker, req: pb.ApplyRequest, context: grpc.aio.ServicerContext, claims: Claims | None = None
+) -> pb.ApplyResponse:
     compares, ops = [], []
     storeless: list[str] = []
     tx = broker.etcd.transactions
@@ -90,12 +109,18 @@ async def serve_apply(broker: Broker, req: pb.ApplyRequest, context: grpc.aio.Se
             if ch.HasField("upsert"):
                 spec = JournalSpec.from_proto(ch.upsert)
                 spec.validate()
+                # Gazette authorizes an upsert against the journal's labels and meta-labels as
+                # upserted, and a delete by its name alone; one refusal refuses the whole Apply.
+                if claims is not None and not claims.matches(journal_labels(spec.labels, spec.name)):
+                    await context.abort(grpc.StatusCode.UNAUTHENTICATED, f"not authorized to {spec.name}")
                 if not spec.stores:
                     storeless.append(spec.name)
                 key = layout.item_key(broker.root, spec.name)
                 ops.append(tx.put(key.encode(), ch.upsert.SerializeToString()))
             else:
                 validate_journal_name(ch.delete)
+                if claims is not None and not claims.matches(journal_labels(LabelSet(), ch.delete)):
+                    await context.abort(grpc.StatusCode.UNAUTHENTICATED, f"not authorized to {ch.delete}")
                 if ch.expect_mod_revision == 0:
                     raise GazetteError(
                         Status.OK, f'deleting journal "{ch.delete}" needs its mod revision (or -1 to ignore it)'
@@ -137,7 +162,7 @@ def _txn_revision(responses: list) -> int:
 
 
 async def serve_list_fragments(
-    broker: Broker, req: pb.FragmentsRequest, context: grpc.aio.ServicerContext
+    broker: Broker, req: pb.FragmentsRequest, context: grpc.aio.ServicerContext, claims: Claims | None = None
 ) -> pb.FragmentsResponse:
     try:
         validate_journal_name(req.journal)
@@ -150,6 +175,7 @@ async def serve_list_fragments(
         require_primary=False,
         may_proxy=not req.do_not_proxy,
         proxy_header=req.header if req.HasField("header") else None,
+        claims=claims,
     )
     if res.status != Status.OK:
         return pb.FragmentsResponse(status=to_pb(res.status), header=res.header)
@@ -180,13 +206,19 @@ async def serve_list_fragments(
     return pb.FragmentsResponse(status=to_pb(Status.OK), header=res.header, fragments=out, next_page_token=next_token)
 
 
-async def serve_flush(broker: Broker, req: gpy.FlushRequest, context: grpc.aio.ServicerContext) -> gpy.FlushResponse:
+async def serve_flush(
+    broker: Broker, req: gpy.FlushRequest, context: grpc.aio.ServicerContext, claims: Claims | None = None
+) -> gpy.FlushResponse:
     try:
         validate_journal_name(req.journal)
     except GazetteError as exc:
         await context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(exc))
     res = await broker.resolver.resolve(
-        req.journal, require_primary=True, may_proxy=True, proxy_header=req.header if req.HasField("header") else None
+        req.journal,
+        require_primary=True,
+        may_proxy=True,
+        proxy_header=req.header if req.HasField("header") else None,
+        claims=claims,
     )
     if res.status != Status.OK:
         return gpy.FlushResponse(status=to_pb(res.status), header=res.header)

@@ -1,7 +1,10 @@
 """Forwards requests this broker cannot serve to the route member that can (reference 3.5, 3.6).
 
 The resolved header rides along so the receiver waits for this broker's etcd revision and checks it
-is the process addressed. Channels are cached per endpoint and closed with the broker.
+is the process addressed. Channels are cached per endpoint and closed with the broker. With auth
+keys, each forwarded call carries a token this broker signs for just that journal and the capability
+the call needs (as Gazette's brokers self-sign their proxy and replication calls); https:// peers
+are dialed over TLS with the broker's peer TLS config.
 """
 
 from __future__ import annotations
@@ -10,12 +13,14 @@ from collections.abc import AsyncIterator
 
 import grpc
 
+from gazette.auth.tls import TLSConfig, aio_channel
+from gazette.auth.tokens import UNARY_TOKEN_TTL_S, Capability, KeyedAuth, name_selector
 from gazette.broker.resolver import Resolution
 from gazette.protocol import broker_pb2 as pb
 from gazette.protocol import broker_pb2_grpc as pb_grpc
 from gazette.protocol import gazette_py_pb2 as gpy
 from gazette.protocol import gazette_py_pb2_grpc as gpy_grpc
-from gazette.protocol.endpoints import GRPC_CLIENT_OPTIONS, GRPC_PEER_KEEPALIVE_OPTIONS, grpc_target
+from gazette.protocol.endpoints import GRPC_CLIENT_OPTIONS, GRPC_PEER_KEEPALIVE_OPTIONS
 from gazette.protocol.status import Status, to_pb
 
 REPLICATE_METHOD = "/protocol.Journal/Replicate"
@@ -26,26 +31,36 @@ def _as_bytes(data: bytes) -> bytes:
 
 
 class Proxy:
-    def __init__(self) -> None:
+    def __init__(self, auth: KeyedAuth | None = None, peer_tls: TLSConfig | None = None) -> None:
         self._channels: dict[str, grpc.aio.Channel] = {}
+        self.auth = auth
+        self.peer_tls = peer_tls
 
     def stub(self, endpoint: str) -> pb_grpc.JournalStub:
         return pb_grpc.JournalStub(self._channel(endpoint))
 
-    def replicate(self, endpoint: str) -> grpc.aio.StreamStreamCall:
-        """A Replicate stream to `endpoint` whose writes take requests already serialized, so a
-        pipeline serializes each request once for all its peers."""
+    def metadata(
+        self, capability: Capability, journal: str, ttl_s: float | None = None
+    ) -> tuple[tuple[str, str], ...] | None:
+        """Call metadata authorizing `capability` on `journal` alone (None without auth keys)."""
+        if self.auth is None:
+            return None
+        if ttl_s is None:
+            return self.auth.metadata(capability, name_selector(journal))
+        return self.auth.metadata(capability, name_selector(journal), ttl_s)
+
+    def replicate(self, endpoint: str, journal: str) -> grpc.aio.StreamStreamCall:
+        """A Replicate stream of `journal` to `endpoint` whose writes take requests already serialized,
+        so a pipeline serializes each request once for all its peers."""
         method = self._channel(endpoint).stream_stream(
             REPLICATE_METHOD, request_serializer=_as_bytes, response_deserializer=pb.ReplicateResponse.FromString
         )
-        return method()
+        return method(metadata=self.metadata(Capability.REPLICATE, journal))
 
     def _channel(self, endpoint: str) -> grpc.aio.Channel:
         ch = self._channels.get(endpoint)
         if ch is None:
-            ch = grpc.aio.insecure_channel(
-                grpc_target(endpoint), options=[*GRPC_CLIENT_OPTIONS, *GRPC_PEER_KEEPALIVE_OPTIONS]
-            )
+            ch = aio_channel(endpoint, self.peer_tls, [*GRPC_CLIENT_OPTIONS, *GRPC_PEER_KEEPALIVE_OPTIONS])
             self._channels[endpoint] = ch
         return ch
 
@@ -76,7 +91,8 @@ class Proxy:
             async for req in rest:
                 yield req
 
-        return await self.stub(endpoint).Append(requests())
+        md = self.metadata(Capability.APPEND, first.journal)
+        return await self.stub(endpoint).Append(requests(), metadata=md)
 
     async def read(self, res: Resolution, req: pb.ReadRequest) -> AsyncIterator[pb.ReadResponse]:
         endpoint = self._endpoint(res)
@@ -86,7 +102,8 @@ class Proxy:
         fwd = pb.ReadRequest()
         fwd.CopyFrom(req)
         fwd.header.CopyFrom(res.header)
-        async for resp in self.stub(endpoint).Read(fwd):
+        md = self.metadata(Capability.READ, req.journal)
+        async for resp in self.stub(endpoint).Read(fwd, metadata=md):
             yield resp
 
     async def list_fragments(self, res: Resolution, req: pb.FragmentsRequest) -> pb.FragmentsResponse:
@@ -96,7 +113,8 @@ class Proxy:
         fwd = pb.FragmentsRequest()
         fwd.CopyFrom(req)
         fwd.header.CopyFrom(res.header)
-        return await self.stub(endpoint).ListFragments(fwd)
+        md = self.metadata(Capability.READ, req.journal)
+        return await self.stub(endpoint).ListFragments(fwd, metadata=md)
 
     async def flush(self, res: Resolution, req: gpy.FlushRequest) -> gpy.FlushResponse:
         endpoint = self._endpoint(res)
@@ -105,4 +123,6 @@ class Proxy:
         fwd = gpy.FlushRequest()
         fwd.CopyFrom(req)
         fwd.header.CopyFrom(res.header)
-        return await gpy_grpc.FlusherStub(self._channel(endpoint)).Flush(fwd)
+        return await gpy_grpc.FlusherStub(self._channel(endpoint)).Flush(
+            fwd, metadata=self.metadata(Capability.APPEND, req.journal, UNARY_TOKEN_TTL_S)
+        )

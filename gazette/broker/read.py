@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any
 
 import grpc
 
+from gazette.auth.tokens import Capability, Claims
 from gazette.fragment.content import open_fragment
 from gazette.fragment.fragment import Fragment
 from gazette.protocol import broker_pb2 as pb
@@ -79,7 +80,7 @@ async def iterate_in_thread(make: Callable[[], Iterator[Any]]) -> AsyncIterator[
 
 
 async def serve_read(
-    broker: Broker, req: pb.ReadRequest, context: grpc.aio.ServicerContext
+    broker: Broker, req: pb.ReadRequest, context: grpc.aio.ServicerContext, claims: Claims | None = None
 ) -> AsyncIterator[pb.ReadResponse]:
     journal, _meta = split_journal_meta(req.journal)
     try:
@@ -97,6 +98,7 @@ async def serve_read(
         may_proxy=not req.do_not_proxy,
         min_etcd_revision=req.min_etcd_revision,
         proxy_header=req.header if req.HasField("header") else None,
+        claims=claims,
     )
     if res.status != Status.OK:
         yield pb.ReadResponse(status=to_pb(res.status), header=res.header)
@@ -246,7 +248,9 @@ async def _read_at_peers(
         fwd.ClearField("header")
         fwd.offset, fwd.block, fwd.do_not_proxy = offset, False, True
         served = False
-        call = broker.proxy.stub(endpoint).Read(fwd, timeout=PEER_READ_TIMEOUT_S)
+        call = broker.proxy.stub(endpoint).Read(
+            fwd, timeout=PEER_READ_TIMEOUT_S, metadata=broker.proxy.metadata(Capability.READ, fwd.journal)
+        )
         try:
             async for resp in call:
                 if not resp.content and (resp.status != pb.OK or resp.offset != offset or resp.fragment_url):
@@ -282,7 +286,9 @@ async def _route_begin_offset(broker: Broker, route: pb.Route, index: Any, journ
             return None
         req = pb.FragmentsRequest(journal=journal, do_not_proxy=True, page_limit=1)
         try:
-            resp = await broker.proxy.stub(endpoint).ListFragments(req, timeout=PEER_LIST_TIMEOUT_S)
+            resp = await broker.proxy.stub(endpoint).ListFragments(
+                req, timeout=PEER_LIST_TIMEOUT_S, metadata=broker.proxy.metadata(Capability.READ, journal)
+            )
         except grpc.aio.AioRpcError:
             return None
         if resp.status != pb.OK:

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING
 import grpc
 
 from gazette.allocator.journals import route_equivalent
+from gazette.auth.tokens import Claims
 from gazette.fragment.fragment import Fragment
 from gazette.fragment.spool import Spool, SpoolError
 from gazette.protocol import broker_pb2 as pb
@@ -57,7 +58,10 @@ def apply_replicate(spool: Spool, req: pb.ReplicateRequest) -> pb.ReplicateRespo
 
 
 async def serve_replicate(
-    broker: Broker, requests: AsyncIterator[pb.ReplicateRequest], context: grpc.aio.ServicerContext
+    broker: Broker,
+    requests: AsyncIterator[pb.ReplicateRequest],
+    context: grpc.aio.ServicerContext,
+    claims: Claims | None = None,
 ) -> AsyncIterator[pb.ReplicateResponse]:
     try:
         first = await anext(requests)
@@ -76,7 +80,9 @@ async def serve_replicate(
         await context.abort(grpc.StatusCode.INVALID_ARGUMENT, problem)
 
     while True:
-        res = await broker.resolver.resolve(journal, require_primary=False, may_proxy=False, proxy_header=first.header)
+        res = await broker.resolver.resolve(
+            journal, require_primary=False, may_proxy=False, proxy_header=first.header, claims=claims
+        )
         if res.status != Status.OK:
             yield pb.ReplicateResponse(status=to_pb(res.status), header=res.header)
             return

@@ -12,10 +12,12 @@ from typing import TYPE_CHECKING, Any
 
 from gazette.keyspace import layout
 from gazette.protocol import broker_pb2 as pb
+from gazette.protocol.selector import journal_labels
 from gazette.protocol.spec import JournalSpec, SuspendLevel
 from gazette.protocol.status import Status
 
 if TYPE_CHECKING:
+    from gazette.auth.tokens import Claims
     from gazette.broker.replica import Replica
     from gazette.keyspace.keyspace import KeySpace
 
@@ -107,7 +109,10 @@ class Resolver:
         may_proxy: bool,
         min_etcd_revision: int = 0,
         proxy_header: pb.Header | None = None,
+        claims: Claims | None = None,
     ) -> Resolution:
+        """`claims`: the caller's verified authorization; a journal its selector does not match
+        resolves as if it did not exist (JOURNAL_NOT_FOUND, no route), as Gazette's resolver does."""
         if proxy_header is not None and proxy_header.HasField("etcd"):
             if proxy_header.etcd.cluster_id and proxy_header.etcd.cluster_id != self.ks.cluster_id:
                 raise ValueError(
@@ -123,6 +128,8 @@ class Resolver:
 
         spec, mod_rev, create_rev = self.spec_of(journal)
         route = self.route_of(journal)
+        if spec is not None and claims is not None and not claims.matches(journal_labels(spec.labels, spec.name)):
+            spec, mod_rev, create_rev, route = None, 0, 0, pb.Route(primary=-1)
         invalidated = self.invalidation(journal)
 
         def done(status: Status, process_id: ProcessID | None = None) -> Resolution:

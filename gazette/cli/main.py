@@ -38,6 +38,19 @@ err_console = Console(stderr=True)
 
 BrokerOpt = typer.Option("http://127.0.0.1:8080", "--broker", envvar="GAZETTE_BROKER", help="Broker address; several comma-separated ones fail over in turn.")
 EtcdOpt = typer.Option(None, "--etcd", envvar="GAZETTE_ETCD", help="etcd endpoint (optional).")
+# A client's security, as gazctl's --broker.* flags (and their BROKER_* environment).
+AuthKeysOpt = typer.Option(
+    None, "--auth-keys", envvar=["BROKER_AUTH_KEYS", "AUTH_KEYS"], show_envvar=True,
+    help="Base64 keys separated by whitespace or commas; the first signs each call's authorization token.",
+)  # fmt: skip
+CertFileOpt = typer.Option(
+    None, "--cert-file", envvar="BROKER_CERT_FILE", help="Client TLS certificate (PEM) for https:// brokers."
+)
+CertKeyFileOpt = typer.Option(None, "--cert-key-file", envvar="BROKER_CERT_KEY_FILE", help="Its private key.")
+TrustedCAFileOpt = typer.Option(
+    None, "--trusted-ca-file", envvar="BROKER_TRUSTED_CA_FILE",
+    help="CA (PEM) that https:// brokers' certificates must chain to (default: the system's roots).",
+)  # fmt: skip
 
 
 class Output(StrEnum):
@@ -46,11 +59,22 @@ class Output(StrEnum):
     yaml = "yaml"
 
 
-def _client(broker: str, etcd: str | None, timeout: float | None = None):
-    """A journal client; `timeout` is `--timeout` (each call's bound: not given 60 s, 0 none)."""
+def _client(
+    broker: str,
+    etcd: str | None,
+    timeout: float | None = None,
+    auth_keys: str | None = None,
+    cert_file: str | None = None,
+    cert_key_file: str | None = None,
+    trusted_ca_file: str | None = None,
+):
+    """A journal client; `timeout` is `--timeout` (each call's bound: not given 60 s, 0 none), the
+    rest `--auth-keys` and the client TLS flags."""
+    from gazette.auth.tls import TLSConfig
     from gazette.client.sync import Client
 
-    return Client(broker, etcd, timeout=client_timeout(timeout))
+    tls = TLSConfig.of(cert_file, cert_key_file, trusted_ca_file)
+    return Client(broker, etcd, timeout=client_timeout(timeout), auth_keys=auth_keys, tls=tls)
 
 
 def _emit(rows: list[dict[str, Any]], columns: list[str], output: Output, title: str = "") -> None:
@@ -79,10 +103,14 @@ def journals_list(
     output: Output = typer.Option(Output.table, "-o", "--output"),
     broker: str = BrokerOpt,
     etcd: str | None = EtcdOpt,
+    auth_keys: str | None = AuthKeysOpt,
+    cert_file: str | None = CertFileOpt,
+    cert_key_file: str | None = CertKeyFileOpt,
+    trusted_ca_file: str | None = TrustedCAFileOpt,
     timeout: float | None = TimeoutOpt,
 ) -> None:
     """List journals matching a selector, with their routes."""
-    with _client(broker, etcd, timeout) as c:
+    with _client(broker, etcd, timeout, auth_keys, cert_file, cert_key_file, trusted_ca_file) as c:
         infos = c.list_journals(selector)
     rows = []
     for info in infos:
@@ -116,6 +144,10 @@ def journals_apply(
     dry_run: bool = typer.Option(False, "--dry-run", help="Validate and print, apply nothing."),
     broker: str = BrokerOpt,
     etcd: str | None = EtcdOpt,
+    auth_keys: str | None = AuthKeysOpt,
+    cert_file: str | None = CertFileOpt,
+    cert_key_file: str | None = CertKeyFileOpt,
+    trusted_ca_file: str | None = TrustedCAFileOpt,
     timeout: float | None = TimeoutOpt,
 ) -> None:
     """Create, update or delete journals from YAML (gazctl's hierarchy; `revision` for CAS)."""
@@ -132,7 +164,7 @@ def journals_apply(
             console.print(f"{'delete' if ch.delete else 'upsert'} {ch.spec.name} (expect revision {ch.expect_mod_revision})")
         _warn_storeless(storeless)
         return
-    with _client(broker, etcd, timeout) as c:
+    with _client(broker, etcd, timeout, auth_keys, cert_file, cert_key_file, trusted_ca_file) as c:
         revision = c.apply_journals(changes)
     console.print(f"applied {len(changes)} change(s) at etcd revision {revision}")
     _warn_storeless(storeless)
@@ -154,6 +186,10 @@ def journals_append(
     input_file: Path | None = typer.Option(None, "-i", "--input", help="File to append."),
     broker: str = BrokerOpt,
     etcd: str | None = EtcdOpt,
+    auth_keys: str | None = AuthKeysOpt,
+    cert_file: str | None = CertFileOpt,
+    cert_key_file: str | None = CertKeyFileOpt,
+    trusted_ca_file: str | None = TrustedCAFileOpt,
     timeout: float | None = TimeoutOpt,
 ) -> None:
     """Append content atomically (the whole input as one append)."""
@@ -163,7 +199,7 @@ def journals_append(
         content = input_file.read_bytes()
     else:
         content = sys.stdin.buffer.read()
-    with _client(broker, etcd, timeout) as c:
+    with _client(broker, etcd, timeout, auth_keys, cert_file, cert_key_file, trusted_ca_file) as c:
         res = c.append(journal, content)
     console.print(f"appended [{res.begin}, {res.end}) sha1 {res.sha1}")
 
@@ -176,6 +212,10 @@ def journals_read(
     end_offset: int | None = typer.Option(None, "--end-offset"),
     broker: str = BrokerOpt,
     etcd: str | None = EtcdOpt,
+    auth_keys: str | None = AuthKeysOpt,
+    cert_file: str | None = CertFileOpt,
+    cert_key_file: str | None = CertKeyFileOpt,
+    trusted_ca_file: str | None = TrustedCAFileOpt,
     timeout: float | None = typer.Option(
         None, "--timeout", envvar="GAZETTE_TIMEOUT",
         help="Give up when no content came for this many seconds (default 60; with --block never; 0: never).",
@@ -186,7 +226,7 @@ def journals_read(
 
     # A blocking read waits for ever unless --timeout is given (the client's default does not apply).
     read_timeout = USE_CLIENT_DEFAULT if timeout is None else client_timeout(timeout)
-    with _client(broker, etcd, timeout) as c:
+    with _client(broker, etcd, timeout, auth_keys, cert_file, cert_key_file, trusted_ca_file) as c:
         for chunk in c.read(journal, offset, block=block, end_offset=end_offset, timeout=read_timeout):
             sys.stdout.buffer.write(chunk.content)
             sys.stdout.buffer.flush()
@@ -201,10 +241,14 @@ def journals_fragments(
     output: Output = typer.Option(Output.table, "-o", "--output"),
     broker: str = BrokerOpt,
     etcd: str | None = EtcdOpt,
+    auth_keys: str | None = AuthKeysOpt,
+    cert_file: str | None = CertFileOpt,
+    cert_key_file: str | None = CertKeyFileOpt,
+    trusted_ca_file: str | None = TrustedCAFileOpt,
     timeout: float | None = TimeoutOpt,
 ) -> None:
     """List a journal's fragments (persisted and spooled)."""
-    with _client(broker, etcd, timeout) as c:
+    with _client(broker, etcd, timeout, auth_keys, cert_file, cert_key_file, trusted_ca_file) as c:
         listed = c.fragments_with_urls(journal, from_, to, url_ttl)
     rows = [
         {
@@ -228,10 +272,14 @@ def journals_flush(
     selector: str = typer.Option("", "-l", "--selector"),
     broker: str = BrokerOpt,
     etcd: str | None = EtcdOpt,
+    auth_keys: str | None = AuthKeysOpt,
+    cert_file: str | None = CertFileOpt,
+    cert_key_file: str | None = CertKeyFileOpt,
+    trusted_ca_file: str | None = TrustedCAFileOpt,
     timeout: float | None = TimeoutOpt,
 ) -> None:
     """Roll each selected journal's spool and wait until it is persisted."""
-    with _client(broker, etcd, timeout) as c:
+    with _client(broker, etcd, timeout, auth_keys, cert_file, cert_key_file, trusted_ca_file) as c:
         for info in c.list_journals(selector):
             frag = c.flush(info.spec.name)
             what = f"[{frag.begin}, {frag.end}) -> {frag.backing_store}{frag.content_path}" if frag else "nothing to flush"
@@ -243,6 +291,10 @@ def journals_reset_head(
     selector: str = typer.Option(..., "-l", "--selector", help="which journals, e.g. prefix=examples/"),
     broker: str = BrokerOpt,
     etcd: str | None = EtcdOpt,
+    auth_keys: str | None = AuthKeysOpt,
+    cert_file: str | None = CertFileOpt,
+    cert_key_file: str | None = CertKeyFileOpt,
+    trusted_ca_file: str | None = TrustedCAFileOpt,
     timeout: float | None = TimeoutOpt,
 ) -> None:
     """Re-sync each selected journal at its indexed head, clearing INDEX_HAS_GREATER_OFFSET.
@@ -252,7 +304,7 @@ def journals_reset_head(
     """
     from gazette.protocol.spec import SuspendLevel
 
-    with _client(broker, etcd, timeout) as c:
+    with _client(broker, etcd, timeout, auth_keys, cert_file, cert_key_file, trusted_ca_file) as c:
         for info in c.list_journals(selector):
             if info.spec.suspend_level == SuspendLevel.FULL:
                 console.print(f"{info.spec.name}: fully suspended, skipped", soft_wrap=True)
@@ -267,12 +319,16 @@ def journals_prune(
     dry_run: bool = typer.Option(False, "--dry-run"),
     broker: str = BrokerOpt,
     etcd: str | None = EtcdOpt,
+    auth_keys: str | None = AuthKeysOpt,
+    cert_file: str | None = CertFileOpt,
+    cert_key_file: str | None = CertKeyFileOpt,
+    trusted_ca_file: str | None = TrustedCAFileOpt,
     timeout: float | None = TimeoutOpt,
 ) -> None:
     """Delete persisted fragments older than their journal's retention (never when retention <= 0)."""
     from gazette.client.prune import prune_journals
 
-    with _client(broker, etcd, timeout) as c:
+    with _client(broker, etcd, timeout, auth_keys, cert_file, cert_key_file, trusted_ca_file) as c:
         removed = prune_journals(c, selector, dry_run=dry_run)
     for f in removed:
         console.print(f"{'would remove' if dry_run else 'removed'} {f.backing_store}{f.content_path}", soft_wrap=True)
@@ -297,8 +353,38 @@ def broker_serve(
     exit_drain: float = typer.Option(60.0, "--exit-drain", help="seconds a SIGTERM waits for journals to move away"),
     spool_dir: str | None = typer.Option(None, "--spool-dir"),
     log_level: str = typer.Option("WARNING", "--log-level"),
+    auth_keys: str | None = typer.Option(
+        None, "--auth-keys", envvar="BROKER_AUTH_KEYS",
+        help="Base64 keys (whitespace or comma separated): every RPC must carry a token signed by one; "
+        "the first signs this broker's own calls to its peers. AA== also lets calls without a token in.",
+    ),
+    server_cert_file: str | None = typer.Option(
+        None, "--server-cert-file", envvar="BROKER_SERVER_CERT_FILE",
+        help="Serve over TLS with this certificate (PEM); the endpoint becomes https://.",
+    ),
+    server_cert_key_file: str | None = typer.Option(
+        None, "--server-cert-key-file", envvar="BROKER_SERVER_CERT_KEY_FILE", help="The server certificate's key."
+    ),
+    server_ca_file: str | None = typer.Option(
+        None, "--server-ca-file", envvar="BROKER_SERVER_CA_FILE",
+        help="Require client certificates signed by this CA (mutual TLS).",
+    ),
+    peer_cert_file: str | None = typer.Option(
+        None, "--peer-cert-file", envvar="BROKER_PEER_CERT_FILE",
+        help="Client certificate this broker presents to https:// peers.",
+    ),
+    peer_cert_key_file: str | None = typer.Option(
+        None, "--peer-cert-key-file", envvar="BROKER_PEER_CERT_KEY_FILE", help="The peer certificate's key."
+    ),
+    peer_ca_file: str | None = typer.Option(
+        None, "--peer-ca-file", envvar="BROKER_PEER_CA_FILE",
+        help="CA that https:// peers' certificates must chain to (default: the system's roots).",
+    ),
 ) -> None:
-    """Serve the journal service until SIGTERM (graceful: spools are persisted first)."""
+    """Serve the journal service until SIGTERM (graceful: spools are persisted first).
+
+    Security flags are Gazette's `gazette serve --broker.*` ones (and their BROKER_* environment)."""
+    from gazette.auth.tls import TLSConfig
     from gazette.broker.broker import Broker
     from gazette.broker.serve import run
 
@@ -316,6 +402,9 @@ def broker_serve(
             max_replication=max_replication,
             exit_drain_s=exit_drain,
             spool_dir=spool_dir,
+            auth_keys=auth_keys,
+            server_tls=TLSConfig.of(server_cert_file, server_cert_key_file, server_ca_file),
+            peer_tls=TLSConfig.of(peer_cert_file, peer_cert_key_file, peer_ca_file),
         ),
         log_level,
     )
@@ -328,16 +417,32 @@ def local_up(
     mode: str = typer.Option("subprocess", "--mode"),
     store: str | None = typer.Option(None, "--store"),
     data_dir: str | None = typer.Option(None, "--data-dir"),
+    auth_keys: str | None = typer.Option(
+        None, "--auth-keys", envvar="BROKER_AUTH_KEYS", help="Require tokens signed with these base64 keys."
+    ),
+    tls: bool = typer.Option(False, "--tls", help="Serve over mutual TLS with a throwaway CA (in --data-dir/tls)."),
 ) -> None:
     """Start a LocalCluster and keep it up until Ctrl-C."""
     from gazette.local.cluster import LocalCluster
 
-    with LocalCluster(brokers=brokers, mode=mode, store=store, data_dir=data_dir) as cluster:
+    with LocalCluster(
+        brokers=brokers, mode=mode, store=store, data_dir=data_dir, auth_keys=auth_keys, tls=tls
+    ) as cluster:
         console.print(f"etcd:    {cluster.etcd_endpoint}")
         for i, ep in enumerate(cluster.broker_endpoints):
             console.print(f"broker {i}: {ep}")
         console.print(f"store:   {cluster.store}")
-        console.print(f"try:     GAZETTE_BROKER={cluster.broker_endpoints[0]} gazette journals list")
+        client_tls = cluster.security.client_tls
+        flags = (
+            f" --trusted-ca-file {client_tls.ca_file} --cert-file {client_tls.cert_file}"
+            f" --cert-key-file {client_tls.key_file}"
+            if client_tls is not None
+            else ""
+        )
+        keys = "BROKER_AUTH_KEYS=... " if auth_keys else ""
+        console.print(
+            f"try:     {keys}GAZETTE_BROKER={cluster.broker_endpoints[0]} gazette journals list{flags}", soft_wrap=True
+        )
         try:
             while True:
                 time.sleep(3600)

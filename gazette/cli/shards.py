@@ -64,6 +64,20 @@ TimeoutOpt = typer.Option(
 MaxTxnSizeOpt = typer.Option(
     0, "--max-txn-size", help="Apply at most this many changes per etcd transaction (0: all in one)."
 )
+# A client's security, as gazctl's --consumer.* flags (and their CONSUMER_* environment); the same
+# keys and TLS config serve the brokers these commands read journals from.
+AuthKeysOpt = typer.Option(
+    None, "--auth-keys", envvar=["CONSUMER_AUTH_KEYS", "AUTH_KEYS"], show_envvar=True,
+    help="Base64 keys separated by whitespace or commas; the first signs each call's authorization token.",
+)  # fmt: skip
+CertFileOpt = typer.Option(
+    None, "--cert-file", envvar="CONSUMER_CERT_FILE", help="Client TLS certificate (PEM) for https:// members."
+)
+CertKeyFileOpt = typer.Option(None, "--cert-key-file", envvar="CONSUMER_CERT_KEY_FILE", help="Its private key.")
+TrustedCAFileOpt = typer.Option(
+    None, "--trusted-ca-file", envvar="CONSUMER_TRUSTED_CA_FILE",
+    help="CA (PEM) that https:// members' certificates must chain to (default: the system's roots).",
+)  # fmt: skip
 LAG_STAT_TIMEOUT_S = 10.0  # `list --lag` gives up on a primary's Stat after this long
 
 
@@ -83,9 +97,19 @@ def client_timeout(seconds: float | None) -> float | None:
 
 
 def _client(
-    consumer: str | None, etcd: str | None, root: str | None, timeout: float | None = None
+    consumer: str | None,
+    etcd: str | None,
+    root: str | None,
+    timeout: float | None = None,
+    auth_keys: str | None = None,
+    cert_file: str | None = None,
+    cert_key_file: str | None = None,
+    trusted_ca_file: str | None = None,
 ) -> ShardClient:
+    from gazette.auth.tls import TLSConfig
     from gazette.consumer.client import ShardClient
+
+    tls = TLSConfig.of(cert_file, cert_key_file, trusted_ca_file)
 
     if consumer is None and not (etcd and root):
         raise ValidationError(
@@ -93,8 +117,8 @@ def _client(
             "or --etcd and --root (the consumer application's etcd root)"
         )
     if consumer is not None:
-        return ShardClient(consumer, timeout=client_timeout(timeout))
-    return ShardClient(etcd=etcd, root=root, timeout=client_timeout(timeout))
+        return ShardClient(consumer, timeout=client_timeout(timeout), auth_keys=auth_keys, tls=tls)
+    return ShardClient(etcd=etcd, root=root, timeout=client_timeout(timeout), auth_keys=auth_keys, tls=tls)
 
 
 def _table(rows: list[dict[str, Any]], columns: list[str]) -> None:
@@ -164,6 +188,10 @@ def shards_list(
         False, "-r", "--replicas", help="Accepted for gazctl's sake: the table always shows the replicas."
     ),
     consumer: str | None = ConsumerOpt,
+    auth_keys: str | None = AuthKeysOpt,
+    cert_file: str | None = CertFileOpt,
+    cert_key_file: str | None = CertKeyFileOpt,
+    trusted_ca_file: str | None = TrustedCAFileOpt,
     etcd: str | None = EtcdOpt,
     root: str | None = RootOpt,
     broker: str = BrokerOpt,
@@ -173,7 +201,7 @@ def shards_list(
 
     The meta-label `id` selects shards by id, e.g. -l "id in (count-000, count-001)". -o yaml prints
     the shardspace gazctl prints (and `shards apply` reads)."""
-    with _client(consumer, etcd, root, timeout) as c:
+    with _client(consumer, etcd, root, timeout, auth_keys, cert_file, cert_key_file, trusted_ca_file) as c:
         infos = c.list_shards(selector)
         lags = shard_lags(c, infos, broker) if lag and output != Output.yaml else {}
     if output == Output.yaml:
@@ -237,7 +265,7 @@ def shard_lags(client: ShardClient, infos: list[ShardInfo], broker: str) -> dict
 
     out: dict[str, dict[str, int] | None] = {}
     heads: dict[str, int] = {}
-    with Client(broker, timeout=client.timeout) as journals:
+    with Client(broker, timeout=client.timeout, auth_keys=client.aio.auth, tls=client.aio.tls) as journals:
         for info in infos:
             primary = info.primary
             if primary is None or primary.status.code != ReplicaCode.PRIMARY:
@@ -260,6 +288,10 @@ def shards_apply(
     dry_run: bool = typer.Option(False, "--dry-run", help="Validate and print, apply nothing."),
     max_txn_size: int = MaxTxnSizeOpt,
     consumer: str | None = ConsumerOpt,
+    auth_keys: str | None = AuthKeysOpt,
+    cert_file: str | None = CertFileOpt,
+    cert_key_file: str | None = CertKeyFileOpt,
+    trusted_ca_file: str | None = TrustedCAFileOpt,
     etcd: str | None = EtcdOpt,
     root: str | None = RootOpt,
     timeout: float | None = TimeoutOpt,
@@ -274,7 +306,7 @@ def shards_apply(
             what = "delete" if ch.delete else "upsert"
             console.print(f"{what} {ch.shard} (expect revision {ch.expect_mod_revision})", soft_wrap=True)
         return
-    with _client(consumer, etcd, root, timeout) as c:
+    with _client(consumer, etcd, root, timeout, auth_keys, cert_file, cert_key_file, trusted_ca_file) as c:
         revision = apply_changes(c, changes, max_txn_size)
     console.print(f"applied {len(changes)} change(s) at etcd revision {revision}")
 
@@ -308,6 +340,10 @@ def shards_edit(
     ),
     max_txn_size: int = MaxTxnSizeOpt,
     consumer: str | None = ConsumerOpt,
+    auth_keys: str | None = AuthKeysOpt,
+    cert_file: str | None = CertFileOpt,
+    cert_key_file: str | None = CertKeyFileOpt,
+    trusted_ca_file: str | None = TrustedCAFileOpt,
     etcd: str | None = EtcdOpt,
     root: str | None = RootOpt,
     timeout: float | None = TimeoutOpt,
@@ -315,7 +351,7 @@ def shards_edit(
     """Edit shards in $EDITOR (as gazctl shards edit): the selected shards' shardspace YAML with
     revisions is opened, and what is saved is applied. A failed apply opens the edits again with the
     error on top; saving them unchanged (or empty) gives up."""
-    with _client(consumer, etcd, root, timeout) as c:
+    with _client(consumer, etcd, root, timeout, auth_keys, cert_file, cert_key_file, trusted_ca_file) as c:
         infos = c.list_shards(selector)
         if not infos:
             raise ValidationError(f'no shards match selector "{selector}"')
@@ -372,12 +408,16 @@ def shards_stat(
     ),
     output: Output = typer.Option(Output.table, "-o", "--output"),
     consumer: str | None = ConsumerOpt,
+    auth_keys: str | None = AuthKeysOpt,
+    cert_file: str | None = CertFileOpt,
+    cert_key_file: str | None = CertKeyFileOpt,
+    trusted_ca_file: str | None = TrustedCAFileOpt,
     etcd: str | None = EtcdOpt,
     root: str | None = RootOpt,
 ) -> None:
     """Read-your-writes: wait until the shard's primary read through the offsets; print its progress."""
     offsets = _offsets(read_through)
-    with _client(consumer, etcd, root, timeout) as c:
+    with _client(consumer, etcd, root, timeout, auth_keys, cert_file, cert_key_file, trusted_ca_file) as c:
         stat = c.stat_shard(shard, offsets)
     doc = {
         "shard": stat.shard,
@@ -410,6 +450,10 @@ def shards_unassign(
     failed: bool = typer.Option(False, "--failed", help="Only remove FAILED assignments."),
     dry_run: bool = typer.Option(False, "--dry-run", help="Print what would be removed."),
     consumer: str | None = ConsumerOpt,
+    auth_keys: str | None = AuthKeysOpt,
+    cert_file: str | None = CertFileOpt,
+    cert_key_file: str | None = CertKeyFileOpt,
+    trusted_ca_file: str | None = TrustedCAFileOpt,
     etcd: str | None = EtcdOpt,
     root: str | None = RootOpt,
     timeout: float | None = TimeoutOpt,
@@ -421,7 +465,7 @@ def shards_unassign(
     ids = list(shards or [])
     if bool(ids) == bool(selector):
         raise ValidationError("unassign takes shard ids or a selector (-l), exactly one of the two")
-    with _client(consumer, etcd, root, timeout) as c:
+    with _client(consumer, etcd, root, timeout, auth_keys, cert_file, cert_key_file, trusted_ca_file) as c:
         if selector:
             ids = [i.spec.id for i in c.list_shards(selector)]
         else:  # named shards must exist (the Shard service passes over unknown ones)
@@ -439,12 +483,16 @@ def shards_unassign(
 def shards_inspect(
     shard: str = typer.Argument(..., help="Shard id."),
     consumer: str | None = ConsumerOpt,
+    auth_keys: str | None = AuthKeysOpt,
+    cert_file: str | None = CertFileOpt,
+    cert_key_file: str | None = CertKeyFileOpt,
+    trusted_ca_file: str | None = TrustedCAFileOpt,
     etcd: str | None = EtcdOpt,
     root: str | None = RootOpt,
     timeout: float | None = TimeoutOpt,
 ) -> None:
     """Print the primary's last committed checkpoint, sequencer state and recent transactions (JSON)."""
-    with _client(consumer, etcd, root, timeout) as c:
+    with _client(consumer, etcd, root, timeout, auth_keys, cert_file, cert_key_file, trusted_ca_file) as c:
         ins = c.inspect(shard)
     doc = {
         "shard": ins.shard,
@@ -632,8 +680,34 @@ def consumer_run(
     max_hot_standbys: int = typer.Option(3, "--max-hot-standbys"),
     exit_drain: float = typer.Option(30.0, "--exit-drain", help="seconds a SIGTERM waits for shards to move"),
     log_level: str = typer.Option("WARNING", "--log-level"),
+    auth_keys: str | None = typer.Option(
+        None, "--auth-keys", envvar="CONSUMER_AUTH_KEYS",
+        help="Base64 keys (whitespace or comma separated): every Shard RPC must carry a token signed by one.",
+    ),
+    server_cert_file: str | None = typer.Option(
+        None, "--server-cert-file", envvar="CONSUMER_SERVER_CERT_FILE", help="Serve over TLS (https://)."
+    ),
+    server_cert_key_file: str | None = typer.Option(None, "--server-cert-key-file", envvar="CONSUMER_SERVER_CERT_KEY_FILE"),
+    server_ca_file: str | None = typer.Option(
+        None, "--server-ca-file", envvar="CONSUMER_SERVER_CA_FILE", help="Require client certificates of this CA."
+    ),
+    peer_cert_file: str | None = typer.Option(None, "--peer-cert-file", envvar="CONSUMER_PEER_CERT_FILE"),
+    peer_cert_key_file: str | None = typer.Option(None, "--peer-cert-key-file", envvar="CONSUMER_PEER_CERT_KEY_FILE"),
+    peer_ca_file: str | None = typer.Option(None, "--peer-ca-file", envvar="CONSUMER_PEER_CA_FILE"),
+    broker_auth_keys: str | None = typer.Option(
+        None, "--broker-auth-keys", envvar="BROKER_AUTH_KEYS", help="Keys signing this member's journal calls."
+    ),
+    broker_cert_file: str | None = typer.Option(None, "--broker-cert-file", envvar="BROKER_CERT_FILE"),
+    broker_cert_key_file: str | None = typer.Option(None, "--broker-cert-key-file", envvar="BROKER_CERT_KEY_FILE"),
+    broker_trusted_ca_file: str | None = typer.Option(
+        None, "--broker-trusted-ca-file", envvar="BROKER_TRUSTED_CA_FILE"
+    ),
 ) -> None:
-    """Run one member of a consumer application until SIGTERM (graceful: its shards move first)."""
+    """Run one member of a consumer application until SIGTERM (graceful: its shards move first).
+
+    Security flags are those of Gazette's consumers (--consumer.* and --broker.*, CONSUMER_* and
+    BROKER_* environment)."""
+    from gazette.auth.tls import TLSConfig
     from gazette.consumer.consumer import Consumer
     from gazette.consumer.serve import load_application, run
 
@@ -647,5 +721,8 @@ def consumer_run(
     consumer = Consumer(
         app, etcd, broker, root=root, zone=zone, suffix=suffix, shard_limit=shard_limit, lease_ttl_s=lease_ttl,
         max_hot_standbys=max_hot_standbys, exit_drain_s=exit_drain, host=host, port=port, advertise=advertise,
+        auth_keys=auth_keys, server_tls=TLSConfig.of(server_cert_file, server_cert_key_file, server_ca_file),
+        peer_tls=TLSConfig.of(peer_cert_file, peer_cert_key_file, peer_ca_file), broker_auth_keys=broker_auth_keys,
+        broker_tls=TLSConfig.of(broker_cert_file, broker_cert_key_file, broker_trusted_ca_file),
     )  # fmt: skip
     run(consumer, log_level)

@@ -7,6 +7,9 @@ Given several broker endpoints, a call that finds its broker UNAVAILABLE moves o
 so a client survives the loss of the broker it was talking to (any broker proxies any journal).
 Every call is bounded by a timeout (the client's default unless given; `timeouts.py`): retries stop
 there with a CallTimeout naming the journal, the broker and the last status, never hanging the caller.
+Given auth keys, each call carries a token signed for what it needs, as Gazette's AuthJournalClient
+signs (List: LIST over its selector; Apply: APPLY; Read and ListFragments: READ, Append: APPEND, on
+the one journal); https:// endpoints are dialed over TLS (`tls`: CA to trust, certificate to present).
 """
 
 from __future__ import annotations
@@ -20,6 +23,8 @@ from typing import NamedTuple
 import grpc
 from google.protobuf.duration_pb2 import Duration
 
+from gazette.auth.tls import TLSConfig, aio_channel
+from gazette.auth.tokens import UNARY_TOKEN_TTL_S, Capability, KeyedAuth, name_selector
 from gazette.client.timeouts import (
     DEFAULT_TIMEOUT_S,
     USE_CLIENT_DEFAULT,
@@ -33,7 +38,7 @@ from gazette.protocol import broker_pb2 as pb
 from gazette.protocol import broker_pb2_grpc as pb_grpc
 from gazette.protocol import gazette_py_pb2 as gpy
 from gazette.protocol import gazette_py_pb2_grpc as gpy_grpc
-from gazette.protocol.endpoints import GRPC_CLIENT_OPTIONS, grpc_target
+from gazette.protocol.endpoints import GRPC_CLIENT_OPTIONS
 from gazette.protocol.errors import GazetteError
 from gazette.protocol.labels import LabelSet
 from gazette.protocol.selector import LabelSelector
@@ -140,6 +145,9 @@ class AsyncClient:
     and move to the next when it is UNAVAILABLE. `timeout` (seconds, None: no bound) is the default
     of every call's `timeout=`, except blocking reads, which wait as long as they are asked to
     unless given one: a call that runs out raises `CallTimeout` instead of retrying for ever.
+    `auth_keys` (base64 keys as Gazette's --auth-keys, or a KeyedAuth) signs every call; `tls` is the
+    CA to trust and the certificate to present at https:// endpoints (default: the system's roots).
+    A broker that refuses a call's authorization raises GazetteError with grpc_code "UNAUTHENTICATED".
     """
 
     def __init__(
@@ -148,18 +156,29 @@ class AsyncClient:
         etcd: str | None = None,
         *,
         timeout: float | None = DEFAULT_TIMEOUT_S,
+        auth_keys: KeyedAuth | str | None = None,
+        tls: TLSConfig | None = None,
     ) -> None:
         self.timeout = check_timeout(timeout)
         self.endpoints = broker_endpoints(broker)
         self.broker = ",".join(self.endpoints)
         self.etcd = etcd
-        self._channels = [
-            grpc.aio.insecure_channel(grpc_target(e), options=GRPC_CLIENT_OPTIONS) for e in self.endpoints
-        ]
+        self.auth = KeyedAuth.coerce(auth_keys)
+        self.tls = tls
+        self._channels = [aio_channel(e, tls, GRPC_CLIENT_OPTIONS) for e in self.endpoints]
         self._stubs = [pb_grpc.JournalStub(c) for c in self._channels]
         # gazette-py's own RPCs (not in Gazette's protocol.Journal), on the same channels.
         self._flushers = [gpy_grpc.FlusherStub(c) for c in self._channels]
         self._current = 0
+
+    def call_metadata(self, capability: Capability, journal: str | None = None, selector: LabelSelector | None = None,
+            ttl_s: float | None = None) -> tuple[tuple[str, str], ...] | None:  # fmt: skip
+        """Call metadata authorizing `capability` on `journal` (or over `selector`; neither: every
+        journal); None without auth keys."""
+        if self.auth is None:
+            return None
+        sel = name_selector(journal) if journal is not None else selector
+        return self.auth.metadata(capability, sel) if ttl_s is None else self.auth.metadata(capability, sel, ttl_s)
 
     @property
     def endpoint(self) -> str:
@@ -208,7 +227,7 @@ class AsyncClient:
                 req.changes.add(expect_mod_revision=ch.expect_mod_revision, upsert=ch.spec.to_proto())
         subject = _names(c.upsert.name if c.HasField("upsert") else c.delete for c in req.changes)
         async with self._bounded(timeout, CallTrace("apply of", subject)) as trace:
-            resp = await self._unary("Apply", req, trace)
+            resp = await self._unary("Apply", req, trace, self.call_metadata(Capability.APPLY, ttl_s=UNARY_TOKEN_TTL_S))
         _check(resp.status, "apply failed: a journal's mod revision did not match (re-list and retry)")
         return resp.header.etcd.revision
 
@@ -219,7 +238,7 @@ class AsyncClient:
             changes=[pb.ApplyRequest.Change(expect_mod_revision=-1, delete=n) for n in names]
         )
         async with self._bounded(timeout, CallTrace("delete of", _names(names))) as trace:
-            resp = await self._unary("Apply", req, trace)
+            resp = await self._unary("Apply", req, trace, self.call_metadata(Capability.APPLY, ttl_s=UNARY_TOKEN_TTL_S))
         _check(resp.status, "delete failed")
         return resp.header.etcd.revision
 
@@ -235,10 +254,11 @@ class AsyncClient:
         and in any case gives up with CallTimeout after `timeout` seconds (the client's default)."""
         sel = selector if isinstance(selector, LabelSelector) else LabelSelector.parse(selector or "")
         trace = CallTrace("listing of journals", f"matching {str(sel)!r}" if str(sel) else "")
+        md = self.call_metadata(Capability.LIST, selector=sel)
 
         async def listing(stub: pb_grpc.JournalStub) -> list[JournalInfo]:
             out: list[JournalInfo] = []
-            async for resp in stub.List(pb.ListRequest(selector=sel.to_proto())):
+            async for resp in stub.List(pb.ListRequest(selector=sel.to_proto()), metadata=md):
                 if resp.header.HasField("etcd"):
                     trace.saw(resp.status)
                     _check(resp.status, "list failed")
@@ -299,9 +319,10 @@ class AsyncClient:
             yield pb.AppendRequest()  # the empty message commits; half-close follows
 
         trace = _trace if _trace is not None else CallTrace("append to", journal)
+        md = self.call_metadata(Capability.APPEND, journal)
         async with self._bounded(timeout, trace):
             resp = await self._call(
-                lambda stub: stub.Append(requests()),
+                lambda stub: stub.Append(requests(), metadata=md),
                 trace,
                 retry_statuses=APPEND_RETRY_STATUSES,
                 journal=journal,
@@ -387,7 +408,7 @@ class AsyncClient:
             )
             stub = self.stub
             trace.endpoint = self.endpoint
-            call = stub.Read(req)
+            call = stub.Read(req, metadata=self.call_metadata(Capability.READ, journal))
             responses = aiter(call)
             try:
                 while True:
@@ -466,7 +487,8 @@ class AsyncClient:
         trace = CallTrace("write head of", journal)
 
         async def head(stub: pb_grpc.JournalStub) -> int:
-            async for resp in stub.Read(pb.ReadRequest(journal=journal, offset=-1, metadata_only=True)):
+            req = pb.ReadRequest(journal=journal, offset=-1, metadata_only=True)
+            async for resp in stub.Read(req, metadata=self.call_metadata(Capability.READ, journal)):
                 trace.saw(resp.status)
                 if resp.status not in (Status.OK, Status.OFFSET_NOT_YET_AVAILABLE):
                     raise GazetteError(Status(resp.status), f"reading the write head of {journal} failed")
@@ -514,7 +536,7 @@ class AsyncClient:
                 )
                 if signature_ttl_s:
                     req.signatureTTL.CopyFrom(Duration(seconds=int(signature_ttl_s)))
-                resp = await self._unary("ListFragments", req, trace)
+                resp = await self._unary("ListFragments", req, trace, self.call_metadata(Capability.READ, journal))
                 _check(resp.status, f"listing fragments of {journal} failed")
                 out.extend((Fragment.from_proto(f.spec), f.signed_url) for f in resp.fragments)
                 token = resp.next_page_token
@@ -528,8 +550,9 @@ class AsyncClient:
         req = gpy.FlushRequest(journal=journal)
         try:
             async with self._bounded(timeout, CallTrace("flush of", journal)) as trace:
+                md = self.call_metadata(Capability.APPEND, journal, ttl_s=UNARY_TOKEN_TTL_S)
                 resp = await self._call(
-                    lambda stub: self._flushers[self._stubs.index(stub)].Flush(req), trace
+                    lambda stub: self._flushers[self._stubs.index(stub)].Flush(req, metadata=md), trace
                 )
         except GazetteError as exc:
             code = getattr(exc, "grpc_code", None)
@@ -583,8 +606,8 @@ class AsyncClient:
             if trace.route_members is None:
                 trace.route_members = tuple(f"{z}#{s}" for z, s in listing[0].route.members)
 
-    async def _unary(self, method_name: str, req, trace: CallTrace):
-        return await self._call(lambda stub: getattr(stub, method_name)(req), trace)
+    async def _unary(self, method_name: str, req, trace: CallTrace, metadata=None):
+        return await self._call(lambda stub: getattr(stub, method_name)(req, metadata=metadata), trace)
 
     async def _call(
         self,

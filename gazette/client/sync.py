@@ -9,6 +9,8 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import Any
 
+from gazette.auth.tls import TLSConfig
+from gazette.auth.tokens import KeyedAuth
 from gazette.client.aio import AppendResult, AsyncClient, JournalInfo, ReadChunk
 from gazette.client.loop import LoopThread, default_loop
 from gazette.client.timeouts import DEFAULT_TIMEOUT_S, USE_CLIENT_DEFAULT, Timeout
@@ -34,11 +36,13 @@ class Client:
         loop: LoopThread | None = None,
         *,
         timeout: float | None = DEFAULT_TIMEOUT_S,
+        auth_keys: KeyedAuth | str | None = None,
+        tls: TLSConfig | None = None,
     ) -> None:
         self._loop = loop or default_loop()
 
         async def make() -> AsyncClient:
-            return AsyncClient(broker, etcd, timeout=timeout)
+            return AsyncClient(broker, etcd, timeout=timeout, auth_keys=auth_keys, tls=tls)
 
         self.aio: AsyncClient = self._loop.run(make())
         self.broker = broker
@@ -206,7 +210,11 @@ def connect(
     broker: str = "http://127.0.0.1:8080",
     *,
     timeout: float | None = DEFAULT_TIMEOUT_S,
+    auth_keys: KeyedAuth | str | None = None,
+    tls: TLSConfig | None = None,
 ) -> Client:
     """A sync client for an existing cluster, through the broker at `broker`. `timeout` is its
-    calls' default bound in seconds (None: none): see `Client`."""
-    return Client(broker, etcd, timeout=timeout)
+    calls' default bound in seconds (None: none): see `Client`. `auth_keys` (Gazette's --auth-keys:
+    base64 keys, the first signs) signs every call; `tls` (a gazette.auth.TLSConfig) is the CA and
+    client certificate for https:// brokers."""
+    return Client(broker, etcd, timeout=timeout, auth_keys=auth_keys, tls=tls)

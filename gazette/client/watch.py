@@ -15,6 +15,7 @@ from collections.abc import Callable
 
 import grpc
 
+from gazette.auth.tokens import Capability
 from gazette.client.aio import RETRY_BACKOFF_S, AsyncClient, JournalInfo, Route
 from gazette.client.append_service import ClientBinding
 from gazette.client.sync import Client
@@ -133,7 +134,7 @@ class JournalWatch:
             if resume is not None:
                 req.watch_resume.CopyFrom(resume)
             stub = self._binding.aio.stub
-            call = stub.List(req)
+            call = stub.List(req, metadata=self._binding.aio.call_metadata(Capability.LIST, selector=self.selector))
             self._trace.endpoint = self._binding.aio.endpoint
             building: list[JournalInfo] = []
             header: pb.Header | None = None

@@ -22,6 +22,8 @@ from typing import Any, TypeVar
 import grpc
 import orjson
 
+from gazette.auth.tls import TLSConfig, aio_channel
+from gazette.auth.tokens import UNARY_TOKEN_TTL_S, Capability, KeyedAuth, name_selector, names_selector
 from gazette.client.loop import LoopThread, default_loop
 from gazette.client.timeouts import (
     DEFAULT_TIMEOUT_S,
@@ -43,7 +45,7 @@ from gazette.consumer.transaction import TxnTiming
 from gazette.keyspace import layout
 from gazette.keyspace.etcd import connect
 from gazette.protocol import gazette_py_pb2, gazette_py_pb2_grpc, shard_pb2, shard_pb2_grpc
-from gazette.protocol.endpoints import GRPC_CLIENT_OPTIONS, grpc_target
+from gazette.protocol.endpoints import GRPC_CLIENT_OPTIONS
 from gazette.protocol.errors import GazetteError, ValidationError
 from gazette.protocol.selector import LabelSelector
 from gazette.protocol.status import ShardStatus, Status
@@ -190,6 +192,9 @@ class AsyncShardClient:
 
     `timeout` (seconds, None: no bound) is the default of every call's `timeout=`: a call that runs
     out (a Stat still short of its read-through, members that do not answer) raises ShardTimeoutError.
+    `auth_keys` signs each call as Gazette's AuthShardClient does (Stat, GetHints, Inspect: READ of
+    the shard; List: LIST over its selector; Apply: APPLY; Unassign: APPLY of the shards named);
+    `tls` is the CA and client certificate for https:// members.
     """
 
     def __init__(
@@ -199,8 +204,12 @@ class AsyncShardClient:
         etcd: str | None = None,
         root: str | None = None,
         timeout: float | None = DEFAULT_TIMEOUT_S,
+        auth_keys: KeyedAuth | str | None = None,
+        tls: TLSConfig | None = None,
     ) -> None:
         self.timeout = check_timeout(timeout)
+        self.auth = KeyedAuth.coerce(auth_keys)
+        self.tls = tls
         if endpoint is None and not (etcd and root):
             raise ValidationError(
                 "a shard client needs a consumer endpoint (e.g. http://127.0.0.1:9000), or etcd= and root= "
@@ -477,13 +486,29 @@ class AsyncShardClient:
         """The stub with `method`: consumer.Shard's, or gazette_py.Shards' for GAZETTE_PY_METHODS."""
         entry = self._channels.get(endpoint)
         if entry is None:
-            channel = grpc.aio.insecure_channel(grpc_target(endpoint), options=GRPC_CLIENT_OPTIONS)
+            channel = aio_channel(endpoint, self.tls, GRPC_CLIENT_OPTIONS)
             entry = self._channels[endpoint] = (
                 channel,
                 shard_pb2_grpc.ShardStub(channel),
                 gazette_py_pb2_grpc.ShardsStub(channel),
             )
         return entry[2] if method in GAZETTE_PY_METHODS else entry[1]
+
+    def _metadata(self, method: str, req: Any) -> tuple[tuple[str, str], ...] | None:
+        """The authorization of `method` with `req` (Gazette's AuthShardClient claims)."""
+        if self.auth is None:
+            return None
+        if method == "List":
+            return self.auth.metadata(
+                Capability.LIST, LabelSelector.from_proto(req.selector), UNARY_TOKEN_TTL_S
+            )
+        if method == "Apply":
+            return self.auth.metadata(Capability.APPLY, None, UNARY_TOKEN_TTL_S)
+        if method == "Unassign":
+            return self.auth.metadata(
+                Capability.APPLY, names_selector(list(req.shards), "id"), UNARY_TOKEN_TTL_S
+            )
+        return self.auth.metadata(Capability.READ, name_selector(req.shard, "id"), UNARY_TOKEN_TTL_S)
 
     async def _call(self, method: str, req: Any, timeout: float | None, trace: CallTrace) -> Any:
         """One RPC, trying the next member (found again through etcd) while members are UNAVAILABLE,
@@ -510,7 +535,9 @@ class AsyncShardClient:
             if self._endpoints:
                 endpoint = trace.endpoint = self._endpoints[self._next % len(self._endpoints)]
                 try:
-                    return await getattr(self._stub(endpoint, method), method)(req, timeout=left())
+                    return await getattr(self._stub(endpoint, method), method)(
+                        req, timeout=left(), metadata=self._metadata(method, req)
+                    )
                 except grpc.aio.AioRpcError as exc:
                     code = exc.code()
                     if code == grpc.StatusCode.DEADLINE_EXCEEDED and deadline is not None:
@@ -552,11 +579,15 @@ class ShardClient:
         root: str | None = None,
         loop: LoopThread | None = None,
         timeout: float | None = DEFAULT_TIMEOUT_S,
+        auth_keys: KeyedAuth | str | None = None,
+        tls: TLSConfig | None = None,
     ) -> None:
         self._loop = loop or default_loop()
 
         async def make() -> AsyncShardClient:
-            return AsyncShardClient(endpoint, etcd=etcd, root=root, timeout=timeout)
+            return AsyncShardClient(
+                endpoint, etcd=etcd, root=root, timeout=timeout, auth_keys=auth_keys, tls=tls
+            )
 
         self.aio: AsyncShardClient = self._loop.run(make())
 

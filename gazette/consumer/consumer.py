@@ -23,6 +23,9 @@ from aetcd import rpc
 
 from gazette.allocator import Allocator, Session, announce
 from gazette.allocator.state import Assignment
+from gazette.auth import tls as _tls
+from gazette.auth.tls import TLSConfig
+from gazette.auth.tokens import KeyedAuth
 from gazette.client.aio import AsyncClient
 from gazette.consumer.allocation import (
     DEFAULT_SHARD_LIMIT,
@@ -72,7 +75,16 @@ class Consumer:
         host: str = "127.0.0.1",
         port: int = 0,
         advertise: str | None = None,
+        auth_keys: KeyedAuth | str | None = None,
+        server_tls: TLSConfig | None = None,
+        peer_tls: TLSConfig | None = None,
+        broker_auth_keys: KeyedAuth | str | None = None,
+        broker_tls: TLSConfig | None = None,
     ) -> None:
+        """Security, as Gazette's consumer flags: `auth_keys` (--consumer.auth-keys) makes every
+        Shard RPC require a signed token and signs calls proxied to other members; `server_tls`
+        serves over TLS (https:// endpoint); `peer_tls` is presented to and trusts other members;
+        `broker_auth_keys` and `broker_tls` (--broker.*) are those of this member's journal client."""
         if not isinstance(app, Application):
             raise TypeError(f"{app!r} is not a gazette.consumer.Application")
         self.app = app
@@ -93,6 +105,11 @@ class Consumer:
         self.hooks = hooks or Hooks()
         self.host = host
         self.advertise = advertised_host(host, advertise)  # in this member's endpoint
+        self.auth = KeyedAuth.coerce(auth_keys)
+        self.server_tls = server_tls
+        self.peer_tls = peer_tls
+        self.broker_auth = KeyedAuth.coerce(broker_auth_keys)
+        self.broker_tls = broker_tls
         self.port = port
         self.endpoint = ""  # http://advertise:port of the Shard service, once started
         self.member_key = layout.member_key(self.root, self.zone, self.suffix)
@@ -112,7 +129,9 @@ class Consumer:
 
     async def start(self) -> Consumer:
         self.etcd: aetcd.Client = connect(self.etcd_endpoint)
-        self.client = AsyncClient(self.broker_endpoint, self.etcd_endpoint)
+        self.client = AsyncClient(
+            self.broker_endpoint, self.etcd_endpoint, auth_keys=self.broker_auth, tls=self.broker_tls
+        )
         self.ks = KeySpace(self.etcd, self.root, decode_value(self.root), self.watch_apply_delay_s)
         self.service = ShardService(self)
         self._server = grpc.aio.server(
@@ -120,8 +139,8 @@ class Consumer:
         )
         shard_pb2_grpc.add_ShardServicer_to_server(self.service, self._server)
         gazette_py_pb2_grpc.add_ShardsServicer_to_server(InspectService(self.service), self._server)
-        self.port = self._server.add_insecure_port(f"{self.host}:{self.port}")
-        self.endpoint = f"http://{self.advertise}:{self.port}"
+        self.port, scheme = _tls.bind(self._server, f"{self.host}:{self.port}", self.server_tls)
+        self.endpoint = f"{scheme}{self.advertise}:{self.port}"
         self.session = await Session.grant(self.etcd, self.lease_ttl_s)
         self.session.add_lost_callback(self._on_lease_lost)
         spec = ConsumerSpec(

@@ -26,6 +26,7 @@ import threading
 import time
 from collections.abc import Callable, Iterable
 
+from gazette.auth.cluster import ClusterSecurity
 from gazette.client.loop import LoopThread, default_loop
 from gazette.consumer.application import Application
 from gazette.consumer.client import ShardClient
@@ -103,6 +104,7 @@ class ConsumerGroup:
         data_dir: str | None = None,
         log_level: str = "WARNING",
         restart_exited: bool = True,
+        security: ClusterSecurity | None = None,
     ) -> None:
         if isinstance(processes, bool) or not isinstance(processes, int) or processes < 1:
             raise GazetteError(Status.OK, f"run_consumer needs processes >= 1 (got {processes!r})")
@@ -127,6 +129,8 @@ class ConsumerGroup:
         self.exit_drain_s = exit_drain_s
         self.mode = mode
         self.log_level = log_level
+        # Auth keys and TLS of the whole cluster: members verify and sign with them, as the group's client.
+        self.security = security or ClusterSecurity()
         self._loop = loop or default_loop()
         self._n = processes
         self._own_dir = data_dir is None
@@ -184,7 +188,10 @@ class ConsumerGroup:
         """A ShardClient of this group's members (found through etcd; shared, closed with the group):
         `group.client().stat_shard("count-000", read_through={journal: end})`."""
         if self._client is None:
-            self._client = ShardClient(etcd=self.etcd, root=self.root, loop=self._loop)
+            self._client = ShardClient(
+                etcd=self.etcd, root=self.root, loop=self._loop,
+                auth_keys=self.security.auth_keys, tls=self.security.client_tls,
+            )  # fmt: skip
         return self._client
 
     def wait_for(
@@ -249,7 +256,9 @@ class ConsumerGroup:
             consumer = Consumer(
                 self.app, self.etcd, self.broker, root=self.root, zone=m.zone, suffix=m.suffix,
                 shard_limit=self.shard_limit, lease_ttl_s=self.lease_ttl_s, hooks=self.hooks,
-                exit_drain_s=self.exit_drain_s,
+                exit_drain_s=self.exit_drain_s, auth_keys=self.security.auth_keys,
+                server_tls=self.security.server_tls, peer_tls=self.security.client_tls,
+                broker_auth_keys=self.security.auth_keys, broker_tls=self.security.client_tls,
             )  # fmt: skip
             self._loop.run(_started(consumer), timeout=START_TIMEOUT_S)
             m.consumer, m.endpoint = consumer, consumer.endpoint
@@ -309,11 +318,21 @@ class ConsumerGroup:
             "--etcd", self.etcd, "--broker", self.broker, "--root", self.root, "--zone", m.zone,
             "--suffix", m.suffix, "--port", "0", "--shard-limit", str(self.shard_limit),
             "--lease-ttl", str(self.lease_ttl_s), "--exit-drain", str(self.exit_drain_s),
-            "--log-level", self.log_level,
+            "--log-level", self.log_level, *self.security.server_args(),
         ]  # fmt: skip
+        tls = self.security.client_tls
+        for flag, value in (("--broker-cert-file", tls and tls.cert_file),
+                            ("--broker-cert-key-file", tls and tls.key_file),
+                            ("--broker-trusted-ca-file", tls and tls.ca_file)):  # fmt: skip
+            if value:
+                cmd += [flag, value]
         # The child imports what this process can: the application's modules travel by reference.
         path = os.pathsep.join(p or os.getcwd() for p in sys.path)
-        env = {**os.environ, "PYTHONPATH": path}
+        env = {
+            **os.environ,
+            "PYTHONPATH": path,
+            **self.security.env("CONSUMER_AUTH_KEYS", "BROKER_AUTH_KEYS"),
+        }
         with open(m.log_path, "ab") as log_file:
             m.proc = spawn(cmd, stdout=subprocess.PIPE, stderr=log_file, stdin=subprocess.DEVNULL, env=env)
         ready = read_ready_line(m.proc, START_TIMEOUT_S)

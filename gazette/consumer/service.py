@@ -22,6 +22,12 @@ once to the primary's member, carrying this member's resolution header (the prim
 the route, this member's etcd revision); the receiver checks the etcd cluster and the process id,
 waits to read through that revision, and answers NOT_SHARD_PRIMARY rather than proxying again.
 
+With auth keys (the member's `auth_keys`), every call must carry a token holding the capability
+Gazette's VerifiedShardServer requires (Stat, GetHints: READ; List: LIST; Apply, Unassign: APPLY;
+gazette-py's Inspect: READ), else it is refused UNAUTHENTICATED; the token's selector, matched
+against a shard's labels plus `id`, narrows List, makes other shards not found to Stat and GetHints,
+and refuses an Apply or Unassign naming one (UNAUTHENTICATED "not authorized to <id>").
+
 `InspectService` serves gazette-py's own `gazette_py.Shards/Inspect` (gazette_py.proto) beside it:
 the primary's checkpoint, sequencer and transaction timings that the notebook widgets show. A Gazette
 consumer does not serve it (UNIMPLEMENTED), which is how a client tells the two apart.
@@ -39,6 +45,8 @@ import grpc
 import orjson
 from aetcd import rpc
 
+from gazette.auth.tls import aio_channel
+from gazette.auth.tokens import UNARY_TOKEN_TTL_S, AuthError, Capability, Claims, header_of, name_selector
 from gazette.consumer.recoverylog.hints import FSMHints, fetch_hints, primary_hints_key
 from gazette.consumer.recoverylog.ops import RecoveryLogError
 from gazette.consumer.spec import ShardSpec, ShardSpecError
@@ -47,7 +55,7 @@ from gazette.keyspace import layout
 from gazette.keyspace.etcd import txn
 from gazette.message.framing import content_types
 from gazette.protocol import broker_pb2, gazette_py_pb2, gazette_py_pb2_grpc, shard_pb2, shard_pb2_grpc
-from gazette.protocol.endpoints import GRPC_CLIENT_OPTIONS, grpc_target
+from gazette.protocol.endpoints import GRPC_CLIENT_OPTIONS
 from gazette.protocol.errors import GazetteError, ValidationError
 from gazette.protocol.labels import LabelSet
 from gazette.protocol.selector import LabelSelector
@@ -136,16 +144,38 @@ class ShardService(shard_pb2_grpc.ShardServicer):
     def _channel(self, endpoint: str) -> grpc.aio.Channel:
         channel = self._proxies.get(endpoint)
         if channel is None:
-            channel = self._proxies[endpoint] = grpc.aio.insecure_channel(
-                grpc_target(endpoint), options=GRPC_CLIENT_OPTIONS
+            channel = self._proxies[endpoint] = aio_channel(
+                endpoint, self.consumer.peer_tls, GRPC_CLIENT_OPTIONS
             )
         return channel
+
+    async def verify(self, context: grpc.aio.ServicerContext, require: Capability) -> Claims | None:
+        """The call's verified claims (None when the member has no auth keys); otherwise the call is
+        aborted UNAUTHENTICATED with Gazette's message."""
+        auth = self.consumer.auth
+        if auth is None:
+            return None
+        try:
+            return auth.verify(header_of(context.invocation_metadata()), require)
+        except AuthError as exc:
+            await context.abort(grpc.StatusCode.UNAUTHENTICATED, exc.message)
+            raise  # abort raises; this only tells the type checker so
+
+    @staticmethod
+    async def _authorize_ids(
+        claims: Claims | None, shard_ids: list[str], context: grpc.aio.ServicerContext
+    ) -> None:
+        """Apply's deletes and Unassign are authorized by the shard id alone, as Gazette's."""
+        for shard_id in shard_ids:
+            if claims is not None and not claims.matches(LabelSet([("id", shard_id)])):
+                await context.abort(grpc.StatusCode.UNAUTHENTICATED, f"not authorized to {shard_id}")
 
     # ---- List
 
     async def List(
         self, request: shard_pb2.ListRequest, context: grpc.aio.ServicerContext
     ) -> shard_pb2.ListResponse:
+        claims = await self.verify(context, Capability.LIST)
         try:
             selector = LabelSelector.from_proto(request.selector)
         except GazetteError as exc:
@@ -154,7 +184,8 @@ class ShardService(shard_pb2_grpc.ShardServicer):
         resp = shard_pb2.ListResponse(status=to_pb(ShardStatus.OK), header=self.header())
         for kv in c.ks.prefixed(layout.items_prefix(c.root)):
             spec: ShardSpec = kv.decoded
-            if not selector.matches(shard_labels(spec)):
+            labels = shard_labels(spec)
+            if not selector.matches(labels) or (claims is not None and not claims.matches(labels)):
                 continue
             route, statuses = self.route(spec.id)
             resp.shards.add(
@@ -171,6 +202,7 @@ class ShardService(shard_pb2_grpc.ShardServicer):
     async def Apply(
         self, request: shard_pb2.ApplyRequest, context: grpc.aio.ServicerContext
     ) -> shard_pb2.ApplyResponse:
+        claims = await self.verify(context, Capability.APPLY)
         c = self.consumer
         compares: list[rpc.Compare] = []
         ops: list[rpc.RequestOp] = []
@@ -189,6 +221,9 @@ class ShardService(shard_pb2_grpc.ShardServicer):
                         )
                     spec = ShardSpec.from_proto(ch.upsert)
                     shard_id = spec.id
+                    # An upsert is authorized against the shard's labels as upserted, plus `id`.
+                    if claims is not None and not claims.matches(shard_labels(spec)):
+                        await context.abort(grpc.StatusCode.UNAUTHENTICATED, f"not authorized to {shard_id}")
                     upserts.append(spec)
                     key = layout.item_key(c.root, shard_id).encode()
                     ops.append(rpc.RequestOp(request_put=rpc.PutRequest(key=key, value=spec.to_bytes())))
@@ -197,6 +232,7 @@ class ShardService(shard_pb2_grpc.ShardServicer):
                 else:
                     shard_id = ch.delete
                     validate_shard_id(shard_id)
+                    await self._authorize_ids(claims, [shard_id], context)
                     if ch.expect_mod_revision == 0 or ch.expect_mod_revision < -1:
                         raise ValidationError(
                             f'deleting shard "{shard_id}" needs its mod revision (or -1 to ignore it), '
@@ -306,6 +342,7 @@ class ShardService(shard_pb2_grpc.ShardServicer):
     async def GetHints(
         self, request: shard_pb2.GetHintsRequest, context: grpc.aio.ServicerContext
     ) -> shard_pb2.GetHintsResponse:
+        claims = await self.verify(context, Capability.READ)
         try:
             validate_shard_id(request.shard)
         except GazetteError as exc:
@@ -316,6 +353,8 @@ class ShardService(shard_pb2_grpc.ShardServicer):
         if kv is None:
             return shard_pb2.GetHintsResponse(status=to_pb(ShardStatus.SHARD_NOT_FOUND), header=header)
         spec: ShardSpec = kv.decoded
+        if claims is not None and not claims.matches(shard_labels(spec)):
+            return shard_pb2.GetHintsResponse(status=to_pb(ShardStatus.SHARD_NOT_FOUND), header=header)
         resp = shard_pb2.GetHintsResponse(status=to_pb(ShardStatus.OK), header=header)
         if not spec.recovery_log:
             return resp  # no recovery log, no hints
@@ -344,12 +383,14 @@ class ShardService(shard_pb2_grpc.ShardServicer):
     async def Unassign(
         self, request: shard_pb2.UnassignRequest, context: grpc.aio.ServicerContext
     ) -> shard_pb2.UnassignResponse:
+        claims = await self.verify(context, Capability.APPLY)
         c = self.consumer
         try:
             for shard_id in request.shards:
                 validate_shard_id(shard_id)
         except GazetteError as exc:
             await context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(exc))
+        await self._authorize_ids(claims, list(request.shards), context)
         compares: list[rpc.Compare] = []
         ops: list[rpc.RequestOp] = []
         acted: list[str] = []
@@ -385,7 +426,11 @@ class ShardService(shard_pb2_grpc.ShardServicer):
     # ---- resolution at the primary (Stat, Inspect)
 
     async def resolve(
-        self, shard_id: str, proxy_header: broker_pb2.Header | None, context: grpc.aio.ServicerContext
+        self,
+        shard_id: str,
+        proxy_header: broker_pb2.Header | None,
+        context: grpc.aio.ServicerContext,
+        claims: Claims | None = None,
     ) -> _Resolution:
         """Gazette's Resolve: the shard's status and primary, waiting for a local primary's store to
         be recovered (its transaction loop running). `proxy_header` is the header of a request proxied
@@ -413,8 +458,12 @@ class ShardService(shard_pb2_grpc.ShardServicer):
         may_proxy = proxy_header is None
         while True:
             route, statuses = self.route(shard_id)
-            if c.ks.get(layout.item_key(c.root, shard_id)) is None:
+            item = c.ks.get(layout.item_key(c.root, shard_id))
+            if item is None:
                 return self._resolved(ShardStatus.SHARD_NOT_FOUND, route)
+            if claims is not None and not claims.matches(shard_labels(item.decoded)):
+                # As if it did not exist (Gazette's resolver): no route either.
+                return self._resolved(ShardStatus.SHARD_NOT_FOUND, broker_pb2.Route(primary=-1))
             if route.primary < 0:
                 return self._resolved(ShardStatus.NO_SHARD_PRIMARY, route)
             primary = route.members[route.primary]
@@ -447,20 +496,26 @@ class ShardService(shard_pb2_grpc.ShardServicer):
         return _Resolution(status, self.header(route, pid), **kw)
 
     async def proxy(self, endpoint: str, path: str, request: Any, response_type: Any, context: Any) -> Any:
-        """Forwards `request` to the primary's member once; its gRPC failure becomes this call's."""
+        """Forwards `request` to the primary's member once; its gRPC failure becomes this call's. With
+        auth keys it carries a token this member signs for READ of that one shard."""
         method = self._channel(endpoint).unary_unary(
             path,
             request_serializer=type(request).SerializeToString,
             response_deserializer=response_type.FromString,
         )
+        auth = self.consumer.auth
+        md = None
+        if auth is not None:
+            md = auth.metadata(Capability.READ, name_selector(request.shard, "id"), UNARY_TOKEN_TTL_S)
         try:
-            return await method(request, timeout=context.time_remaining())
+            return await method(request, timeout=context.time_remaining(), metadata=md)
         except grpc.aio.AioRpcError as exc:
             await context.abort(exc.code(), f"proxied to the shard's primary at {endpoint}: {exc.details()}")
 
     async def Stat(
         self, request: shard_pb2.StatRequest, context: grpc.aio.ServicerContext
     ) -> shard_pb2.StatResponse:
+        claims = await self.verify(context, Capability.READ)
         try:
             for journal, offset in request.read_through.items():
                 validate_journal_name(journal, allow_meta=True)
@@ -469,7 +524,7 @@ class ShardService(shard_pb2_grpc.ShardServicer):
         except GazetteError as exc:
             await context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(exc))
         res = await self.resolve(
-            request.shard, request.header if request.HasField("header") else None, context
+            request.shard, request.header if request.HasField("header") else None, context, claims
         )
         if res.status != ShardStatus.OK:
             return shard_pb2.StatResponse(status=to_pb(res.status), header=res.header)
@@ -497,8 +552,9 @@ class ShardService(shard_pb2_grpc.ShardServicer):
     async def inspect(
         self, request: gazette_py_pb2.InspectRequest, context: grpc.aio.ServicerContext
     ) -> gazette_py_pb2.InspectResponse:
+        claims = await self.verify(context, Capability.READ)
         res = await self.resolve(
-            request.shard, request.header if request.HasField("header") else None, context
+            request.shard, request.header if request.HasField("header") else None, context, claims
         )
         if res.status != ShardStatus.OK:
             return gazette_py_pb2.InspectResponse(status=to_pb(res.status), header=res.header)

@@ -7,6 +7,10 @@ the owner leaves nothing behind. In-process brokers live on the facade's loop th
 
 `broker_kinds` mixes in real Gazette brokers (`gazette serve`, built by `make peers`): always
 subprocesses, under the same etcd root, so journal routes span both kinds of broker.
+
+Security is off by default (plaintext on loopback). `auth_keys` makes every broker and consumer
+verify Gazette's signed bearer tokens and every client sign them; `tls=True` makes a throwaway CA
+(`gazette.auth.certs`) and serves everything over mutual TLS (https:// endpoints).
 """
 
 from __future__ import annotations
@@ -24,6 +28,8 @@ import tempfile
 import time
 from typing import Any
 
+from gazette.auth.cluster import ClusterSecurity
+from gazette.auth.tokens import KeyedAuth
 from gazette.broker.broker import DEFAULT_MAX_REPLICATION, DEFAULT_ROOT, Broker
 from gazette.client.loop import default_loop
 from gazette.client.sync import Client
@@ -94,6 +100,8 @@ class LocalCluster:
         log_level: str = "WARNING",
         etcd_fsync: bool = False,
         broker_kinds: tuple[str, ...] | list[str] | None = None,
+        auth_keys: str | None = None,
+        tls: bool = False,
     ) -> None:
         if mode not in MODES:
             raise GazetteError(0, f'LocalCluster mode "{mode}" is not known (expected "inprocess" or "subprocess")')
@@ -118,6 +126,14 @@ class LocalCluster:
         self._own_data_dir = data_dir is None
         self.data_dir = data_dir or tempfile.mkdtemp(prefix="gazette-local-")
         os.makedirs(self.data_dir, exist_ok=True)
+        self.security = ClusterSecurity(auth_keys=auth_keys or None)
+        if tls:
+            from gazette.auth.certs import make_local_ca  # needs `cryptography`: imported only when asked
+
+            ca = make_local_ca(os.path.join(self.data_dir, "tls"))
+            self.security = dataclasses.replace(self.security, server_tls=ca.server, client_tls=ca.client)
+        if auth_keys:
+            KeyedAuth(auth_keys)  # refuse bad keys here, not in each broker's log
         self.store = store or f"file://{os.path.join(os.path.abspath(self.data_dir), 'fragments')}/"
         if self.store.startswith("file://"):
             os.makedirs(self.store[len("file://") :].split("?")[0], exist_ok=True)
@@ -228,6 +244,9 @@ class LocalCluster:
                 spool_dir=spool_dir,
                 watch_apply_delay_s=0.01,
                 exit_drain_s=self.exit_drain_s,
+                auth_keys=self.security.auth_keys,
+                server_tls=self.security.server_tls,
+                peer_tls=self.security.client_tls,
             )
             self._loop.run(broker.start(), timeout=BROKER_START_TIMEOUT_S)
             h.broker, h.endpoint, h.metrics = broker, broker.endpoint, broker.metrics_endpoint
@@ -238,12 +257,13 @@ class LocalCluster:
             "--etcd", self.etcd_endpoint, "--root", self.root, "--zone", h.zone, "--suffix", h.suffix,
             "--port", str(port), "--lease-ttl", str(self.lease_ttl_s), "--max-replication", str(self.max_replication),
             "--exit-drain", str(self.exit_drain_s),
-            "--spool-dir", spool_dir, "--log-level", self.log_level,
+            "--spool-dir", spool_dir, "--log-level", self.log_level, *self.security.server_args(),
         ]  # fmt: skip
+        env = {**os.environ, **self.security.env("BROKER_AUTH_KEYS")} if self.security.auth_keys else None
         with open(h.log_path, "ab") as log_file:
             # procutil.spawn: no Python runs in the forked child (a preexec_fn can crash it while
             # gRPC threads are busy), and the broker dies with this process.
-            h.proc = spawn(cmd, stdout=subprocess.PIPE, stderr=log_file, stdin=subprocess.DEVNULL)
+            h.proc = spawn(cmd, stdout=subprocess.PIPE, stderr=log_file, stdin=subprocess.DEVNULL, env=env)
         ready = read_ready_line(h.proc, BROKER_START_TIMEOUT_S)
         if ready is None:
             terminate(h.proc)
@@ -253,17 +273,22 @@ class LocalCluster:
     def _start_gazette(self, h: _BrokerHandle, port: int) -> None:
         binary = gazette_peer.find_peer("gazette")
         port = port or free_port()
-        h.endpoint = f"http://127.0.0.1:{port}"
+        scheme = "https" if self.security.server_tls is not None else "http"
+        h.endpoint = f"{scheme}://127.0.0.1:{port}"
         h.log_path = os.path.join(self.data_dir, f"{h.suffix}.log")
         cmd = gazette_peer.broker_command(
             binary, etcd=self.etcd_endpoint, root=self.root, zone=h.zone, suffix=h.suffix, host="127.0.0.1",
             port=port, lease_ttl_s=self.lease_ttl_s, max_replication=self.max_replication,
-            log_level="debug" if self.log_level == "DEBUG" else "info",
+            log_level="debug" if self.log_level == "DEBUG" else "info", auth_keys=self.security.auth_keys,
+            server_tls=self.security.server_tls, peer_tls=self.security.client_tls,
         )  # fmt: skip
         with open(h.log_path, "ab") as log_file:
             h.proc = spawn(cmd, stdout=log_file, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
         try:
-            gazette_peer.wait_ready(h.proc, h.endpoint, BROKER_START_TIMEOUT_S, h.log_path)
+            gazette_peer.wait_ready(
+                h.proc, h.endpoint, BROKER_START_TIMEOUT_S, h.log_path,
+                auth_keys=self.security.auth_keys, tls=self.security.client_tls,
+            )  # fmt: skip
         except GazetteError:
             terminate(h.proc)
             raise GazetteError(
@@ -362,6 +387,7 @@ class LocalCluster:
         options.setdefault("mode", self.mode)
         options.setdefault("log_level", self.log_level)
         options.setdefault("data_dir", os.path.join(self.data_dir, "consumers", root.strip("/").replace("/", "_")))
+        options.setdefault("security", self.security)
         group = ConsumerGroup(
             app, etcd=self.etcd_endpoint, broker=self._failover_endpoints(), root=root, processes=processes, loop=self._loop,
             **options,
@@ -435,7 +461,10 @@ class LocalCluster:
         with the cluster). It answers shard calls too (`client.stat_shard(...)`,
         `CheckpointView(client, shard)`) through the newest consumer application's ShardClient."""
         if self._client is None:
-            self._client = Client(self._failover_endpoints(), self.etcd_endpoint, loop=self._loop)
+            self._client = Client(
+                self._failover_endpoints(), self.etcd_endpoint, loop=self._loop,
+                auth_keys=self.security.auth_keys, tls=self.security.client_tls,
+            )  # fmt: skip
             self._client.use_shards(self.shard_client)
         return self._client
 

@@ -17,6 +17,8 @@ from pathlib import Path
 
 import grpc
 
+from gazette.auth.tls import TLSConfig, sync_channel
+from gazette.auth.tokens import Capability, KeyedAuth
 from gazette.protocol import broker_pb2 as pb
 from gazette.protocol import broker_pb2_grpc as pb_grpc
 from gazette.protocol.errors import GazetteError
@@ -78,33 +80,58 @@ def broker_command(
     lease_ttl_s: int,
     max_replication: int,
     log_level: str = "warn",
+    auth_keys: str | None = None,
+    server_tls: TLSConfig | None = None,
+    peer_tls: TLSConfig | None = None,
 ) -> list[str]:
-    """`gazette serve` joining `root` in `etcd` as member (zone, suffix) at http://host:port.
+    """`gazette serve` joining `root` in `etcd` as member (zone, suffix) at http://host:port (https://
+    with `server_tls`).
 
     `--broker.file-root=/` makes its file:// stores mean the same absolute paths as ours, so both
-    kinds of broker read and write one directory for a `file:///dir/` store."""
-    return [
+    kinds of broker read and write one directory for a `file:///dir/` store. `auth_keys` is its
+    `--broker.auth-keys`; `server_tls` and `peer_tls` its `--broker.server-*` and `--broker.peer-*`
+    files (Gazette reads the peer ones only when it serves TLS)."""
+    cmd = [
         binary, "serve",
         f"--broker.zone={zone}", f"--broker.id={suffix}", f"--broker.host={host}", f"--broker.port={port}",
         "--broker.file-root=/", f"--broker.max-replication={max_replication}", "--broker.watch-delay=10ms",
         f"--etcd.address={etcd}", f"--etcd.prefix={root}", f"--etcd.lease={lease_ttl_s}s",
         f"--log.level={log_level}", "--log.format=text",
     ]  # fmt: skip
+    if auth_keys:
+        cmd.append(f"--broker.auth-keys={auth_keys}")
+    for prefix, tls in (("server", server_tls), ("peer", peer_tls)):
+        if tls is None:
+            continue
+        for flag, value in (("cert-file", tls.cert_file), ("cert-key-file", tls.key_file), ("ca-file", tls.ca_file)):
+            if value:
+                cmd.append(f"--broker.{prefix}-{flag}={value}")
+    return cmd
 
 
-def wait_ready(proc: subprocess.Popen, endpoint: str, timeout: float, log_path: str = "") -> None:
+def wait_ready(
+    proc: subprocess.Popen,
+    endpoint: str,
+    timeout: float,
+    log_path: str = "",
+    *,
+    auth_keys: str | None = None,
+    tls: TLSConfig | None = None,
+) -> None:
     """Returns once the broker at `endpoint` answers a List (it has joined and loaded its KeySpace);
-    raises GazetteError naming the log if it exits or does not answer within `timeout` seconds."""
-    target = endpoint.removeprefix("http://")
+    raises GazetteError naming the log if it exits or does not answer within `timeout` seconds.
+    `auth_keys` sign that List, `tls` is the client's TLS for an https:// endpoint."""
+    auth = KeyedAuth.coerce(auth_keys)
+    metadata = auth.metadata(Capability.LIST) if auth is not None else None
     deadline = time.monotonic() + timeout
     last = ""
-    with grpc.insecure_channel(target) as channel:
+    with sync_channel(endpoint, tls) as channel:
         stub = pb_grpc.JournalStub(channel)
         while True:
             if proc.poll() is not None:
                 raise GazetteError(0, f"Gazette broker at {endpoint} exited with {proc.returncode}; see {log_path}")
             try:
-                for resp in stub.List(pb.ListRequest(), timeout=READY_RPC_TIMEOUT_S):
+                for resp in stub.List(pb.ListRequest(), timeout=READY_RPC_TIMEOUT_S, metadata=metadata):
                     if resp.status == pb.OK:
                         return
                     last = pb.Status.Name(resp.status)
