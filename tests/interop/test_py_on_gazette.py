@@ -595,7 +595,8 @@ def test_cli_yaml_round_trips_through_gazctl(gazette_cluster, gazctl, prefix) ->
 
 @pytest.fixture
 def magics():
-    from IPython.testing.globalipapp import get_ipython, start_ipython
+    from IPython.core.getipython import get_ipython
+    from IPython.testing.globalipapp import start_ipython
 
     shell = start_ipython() or get_ipython()
     shell.run_line_magic("load_ext", "gazette.notebook")

@@ -7,7 +7,8 @@ import itertools
 from collections.abc import Iterator
 
 import pytest
-from IPython.testing.globalipapp import get_ipython, start_ipython
+from IPython.core.getipython import get_ipython
+from IPython.testing.globalipapp import start_ipython
 
 from gazette.notebook import GazetteMagics
 
@@ -17,7 +18,9 @@ _names = itertools.count()
 
 @pytest.fixture(scope="session")
 def shell():
-    ip = start_ipython() or get_ipython()  # start_ipython() answers None once a shell exists
+    # start_ipython() answers None once a shell exists (another test module may have started it); then
+    # IPython's own get_ipython finds it (globalipapp's get_ipython would only call start_ipython again).
+    ip = start_ipython() or get_ipython()
     ip.run_line_magic("load_ext", "gazette.notebook")
     return ip
 
