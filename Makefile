@@ -21,7 +21,13 @@ $(STAMP): pyproject.toml
 PEERS_BIN := build/peers/bin
 GOPEERS := tests/interop/gopeers
 PEERS_STAMP := $(PEERS_BIN)/.built
-peers: $(PEERS_STAMP)
+# Gazette's stream-sum example for tests/interop/test_stream_sum.py: its summer consumer, and a chunker
+# command of ours around its generator and verifier, built from tests/interop/streamsum/go.mod (same
+# Gazette version). Its stores link RocksDB (cgo): Debian's librocksdb-dev is installed when missing (as
+# root, with apt-get); without it, a C compiler or Go, that test skips, saying so.
+STREAMSUM := tests/interop/streamsum
+STREAMSUM_STAMP := $(PEERS_BIN)/.stream-sum-built
+peers: $(PEERS_STAMP) $(STREAMSUM_STAMP)
 
 $(PEERS_STAMP): $(GOPEERS)/go.mod $(GOPEERS)/go.sum $(GOPEERS)/tools.go
 	@if ! command -v go >/dev/null 2>&1; then \
@@ -34,6 +40,25 @@ $(PEERS_STAMP): $(GOPEERS)/go.mod $(GOPEERS)/go.sum $(GOPEERS)/tools.go
 	    (cd $(GOPEERS) && CGO_ENABLED=$$cgo GOFLAGS=-mod=mod go build $$tags -o $(CURDIR)/$(PEERS_BIN)/ \
 	      go.gazette.dev/core/cmd/gazette go.gazette.dev/core/cmd/gazctl) && \
 	      sed -n 's/^require go.gazette.dev\/core //p' $(GOPEERS)/go.mod > $(PEERS_BIN)/VERSION && touch $@ && break; \
+	    [ $$attempt = 2 ] && exit 1; echo "peers: build failed, trying once more"; sleep 5; \
+	  done; \
+	fi
+
+$(STREAMSUM_STAMP): $(STREAMSUM)/go.mod $(STREAMSUM)/go.sum $(STREAMSUM)/tools.go $(STREAMSUM)/chunker/main.go
+	@rocksdb() { printf '#include <rocksdb/c.h>\n' | cc -E -x c - >/dev/null 2>&1; }; \
+	if ! command -v go >/dev/null 2>&1 || ! command -v cc >/dev/null 2>&1; then \
+	  echo "peers: Gazette's stream-sum example needs Go and a C compiler (cgo), so its interop test will skip"; \
+	elif ! rocksdb && ! { command -v apt-get >/dev/null && [ "$$(id -u)" = 0 ] && \
+	    { DEBIAN_FRONTEND=noninteractive apt-get install -y -q librocksdb-dev || \
+	      { apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q librocksdb-dev; }; } && rocksdb; }; then \
+	  echo "peers: Gazette's stream-sum example needs RocksDB (Debian: apt-get install librocksdb-dev), so its interop test will skip"; \
+	else \
+	  mkdir -p $(PEERS_BIN); \
+	  echo "peers: building Gazette's stream-sum example ($$(sed -n 's/^[[:space:]]*go.gazette.dev\/core //p' $(STREAMSUM)/go.mod))"; \
+	  for attempt in 1 2; do \
+	    (cd $(STREAMSUM) && export CGO_ENABLED=1 GOFLAGS=-mod=mod && \
+	      go build -o $(CURDIR)/$(PEERS_BIN)/stream-sum-summer go.gazette.dev/core/examples/stream-sum/summer && \
+	      go build -o $(CURDIR)/$(PEERS_BIN)/stream-sum-chunker ./chunker) && touch $@ && break; \
 	    [ $$attempt = 2 ] && exit 1; echo "peers: build failed, trying once more"; sleep 5; \
 	  done; \
 	fi
