@@ -11,8 +11,12 @@ venv: $(STAMP)
 
 $(STAMP): pyproject.toml
 	@test -x $(BIN)/python || $(PY) -m venv $(VENV)
-	$(BIN)/python -m pip install -q --upgrade pip
-	$(BIN)/python -m pip install -q -e ".[$(EXTRAS)]"
+	@# The package index can drop a download half-way (seen in CI): each pip step is tried three times,
+	@# and pip resumes a partial wheel itself on the newer pip.
+	@for attempt in 1 2 3; do $(BIN)/python -m pip install -q --upgrade pip && break; \
+	  [ $$attempt = 3 ] && exit 1; echo "venv: pip upgrade failed, trying again"; sleep 10; done
+	@for attempt in 1 2 3; do $(BIN)/python -m pip install -q --resume-retries 10 -e ".[$(EXTRAS)]" && break; \
+	  [ $$attempt = 3 ] && exit 1; echo "venv: pip install failed (attempt $$attempt), trying again"; sleep 10; done
 	@touch $(STAMP)
 
 # Real Gazette (gazette, gazctl) at the version pinned in tests/interop/gopeers/go.mod, built from the Go
