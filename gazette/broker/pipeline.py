@@ -72,7 +72,30 @@ class Pipeline:
 
     # --- send side -------------------------------------------------------------------------------
     async def scatter(self, req: pb.ReplicateRequest) -> None:
-        """Sends `req` to every peer whose stream is healthy, then applies it to the local spool."""
+        """Sends `req` to every peer whose stream is healthy, then applies it to the local spool.
+
+        All or nothing under cancellation: a cancelled Append (its client went away) must not leave a
+        proposal applied by the peers and not by the primary, or the next pipeline sync would roll the
+        primary past content only the replicas hold (a hole in its index). So once started, the sends
+        and the local apply run to their end and the cancellation is raised after them, as Gazette's
+        scatter, which has no cancellation point between its sends and its apply.
+        """
+        if not self._has_peers:
+            self._apply(req)
+            return
+        work = asyncio.ensure_future(self._send_then_apply(req))
+        try:
+            await asyncio.shield(work)
+        except asyncio.CancelledError:
+            while not work.done():
+                try:
+                    await asyncio.shield(work)
+                except asyncio.CancelledError:
+                    continue
+            work.result()
+            raise
+
+    async def _send_then_apply(self, req: pb.ReplicateRequest) -> None:
         has_header = req.HasField("header")
         data = b"" if has_header or not self._has_peers else req.SerializeToString()  # once for all peers
         for i, stream in enumerate(self.streams):
@@ -89,6 +112,9 @@ class Pipeline:
                 raise
             except BaseException as exc:  # the real cause is read on receive
                 self.send_errs[i] = exc
+        self._apply(req)
+
+    def _apply(self, req: pb.ReplicateRequest) -> None:
         spool = self.spool
         if req.HasField("proposal"):
             status, _, _ = spool.apply_proposal(Fragment.from_proto(req.proposal), LabelSet.from_proto(req.registers))
