@@ -7,13 +7,18 @@ import asyncio
 import os
 
 import pytest
+from consumer.recoverylog_legacy import legacy_records
 
 from gazette.client.aio import AsyncClient
 from gazette.client.append_service import AsyncAppendService
 from gazette.consumer.recoverylog import (
     AUTHOR_REGISTER,
+    FSM,
     FSMHints,
+    OpDecoder,
     Player,
+    Property,
+    RecordedOp,
     Recorder,
     RecoveryLogError,
     author_fence,
@@ -103,7 +108,7 @@ async def test_record_and_play_back(cluster, tmp_path) -> None:
         rec.record_write_at(fnode, b"soon removed", 0)
         rec.record_remove("gone.txt")
         rec.record_create(tmp_path / "primary" / "sub/dir/blob.bin")  # truncation by absolute path
-        rec.record_write_at(rec.fsm.links["sub/dir/blob.bin"], b"short", 3)
+        rec.record_write_at(rec.fnode_of("sub/dir/blob.bin"), b"short", 3)
         await _done(rec.barrier())
 
         played = await _play(aio, tmp_path / "copy")
@@ -273,3 +278,68 @@ async def test_bad_hints_and_logs_are_refused(cluster, etcd_client, etcd_root, t
             await _play(aio, tmp_path / "wrong", log="tests/recovery/not-a-log")
         with pytest.raises(RecoveryLogError, match="cannot play back"):
             Player(aio, LOG, str(tmp_path), FSMHints("tests/recovery/other"))
+
+
+async def test_log_of_the_earlier_json_encoding_plays_and_continues_in_protobuf(cluster, tmp_path) -> None:
+    """A log gazette-py wrote before it adopted Gazette's records: playback reads it (its paths as
+    Gazette's "/state"), the new recorder continues it in protobuf, chained onto the JSON records'
+    checksums, and once every live file is rewritten the hints no longer reach the JSON records."""
+    _create_log(cluster)
+    fsm, old_author = FSM(FSMHints(LOG)), new_author()
+    old = legacy_records(fsm, old_author, [
+        (RecordedOp(0, 0, 0), b""),  # the old player's hand-off no-op
+        (RecordedOp(0, 0, 0, "create", "static"), b""),
+        (RecordedOp(0, 0, 0, "write", fnode=2), b"written once"),
+        (RecordedOp(0, 0, 0, "create", "state.tmp"), b""),
+        (RecordedOp(0, 0, 0, "write", fnode=4), b"v1"),
+        (RecordedOp(0, 0, 0, "link", "state", 4), b""),
+        (RecordedOp(0, 0, 0, "unlink", "state.tmp", 4), b""),
+    ])  # fmt: skip
+    async with AsyncClient(cluster.broker_endpoints[0]) as aio:
+        await aio.append(LOG, old, union_registers={AUTHOR_REGISTER: author_fence(old_author)})
+        rec = await _recorder(aio, tmp_path / "upgraded")
+        assert _tree(tmp_path / "upgraded") == {"static": b"written once", "state": b"v1"}
+        assert rec.fsm.links == {"/static": 2, "/state": 4} and rec.fnode_of("state") == 4
+        await _done(_rewrite(rec, "state", b"v2"))  # replaces the JSON-recorded file, not a second one
+
+        records = OpDecoder(LOG, 0).feed(await aio.read_all(LOG))
+        assert [r.legacy for r in records] == [True] * 7 + [False] * (len(records) - 7)
+        played = await _play(aio, tmp_path / "again")
+        assert _tree(tmp_path / "again") == {"static": b"written once", "state": b"v2"}
+        assert played.legacy == 7 and (played.fsm.next_seq_no, played.fsm.next_checksum) == (
+            rec.fsm.next_seq_no,
+            rec.fsm.next_checksum,
+        )
+        hinted = await _play(aio, tmp_path / "hinted", await _done(rec.build_hints()))
+        assert _tree(tmp_path / "hinted") == _tree(tmp_path / "again")
+        assert hinted.legacy > 0  # static's hinted records are JSON ones
+
+        _rewrite(rec, "static", b"rewritten")
+        hints = await _done(rec.build_hints())
+        hinted = await _play(aio, tmp_path / "migrated", hints)
+        assert hinted.legacy == 0 and hinted.start_offset is not None and hinted.start_offset >= len(old)
+        assert _tree(tmp_path / "migrated") == {"static": b"rewritten", "state": b"v2"}
+
+
+async def test_property_files(cluster, tmp_path) -> None:
+    """A rename onto /IDENTITY (RocksDB's database id) records a property, as Gazette's recorder does:
+    its content is kept in the FSM and its hints, and playback writes the file."""
+    _create_log(cluster)
+    async with AsyncClient(cluster.broker_endpoints[0]) as aio:
+        rec = await _recorder(aio, tmp_path / "primary")
+        (tmp_path / "primary" / "IDENTITY").write_bytes(b"4f2c-guid\n")  # renamed from ...
+        with rec.transaction() as txn:
+            txn.write_at(txn.create("id.tmp"), b"4f2c-guid\n", 0)  # ... this file, recorded
+            txn.rename("id.tmp", "IDENTITY")
+        _rewrite(rec, "state", b"data")
+        for bad in (rec.record_create, rec.record_remove):
+            with pytest.raises(RecoveryLogError, match="is a property path"):
+                bad("IDENTITY")
+        hints = await _done(rec.build_hints())
+        assert hints.properties == (Property("/IDENTITY", "4f2c-guid\n"),) and rec.fsm.links.keys() == {
+            "/state"
+        }
+        for name, h in (("from-start", None), ("from-hints", hints)):
+            played = await _play(aio, tmp_path / name, h)
+            assert _tree(tmp_path / name) == {"IDENTITY": b"4f2c-guid\n", "state": b"data"}
+            assert played.fsm.properties == {"/IDENTITY": "4f2c-guid\n"}

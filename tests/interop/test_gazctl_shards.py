@@ -14,6 +14,7 @@ from __future__ import annotations
 import json
 import re
 import threading
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -32,7 +33,7 @@ from gazette.consumer import (
     ShardInfo,
     ShardSpec,
 )
-from gazette.consumer.json_store import JSONFileStore
+from gazette.consumer.json_store import JSONFileStore, decode_state_file
 from gazette.message import Envelope, Publisher
 from gazette.protocol.labels import LabelSet
 from gazette.protocol.validate import CONTENT_TYPE_RECOVERY_LOG
@@ -472,12 +473,18 @@ def test_prune_dry_run_reads_our_hints(gz, group, shards, client, py_cluster) ->
     assert {(f.begin, f.end) for f in persisted} >= theirs  # a dry run: all still there
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="gazette-py's recovery logs frame RecordedOps as JSON (gazette.consumer.recoverylog.ops); "
-    "Gazette's player decodes protobuf RecordedOps, so `gazctl shards recover` cannot play them yet",
-)
+def _tree(directory) -> dict[str, bytes]:
+    """Every file under `directory` by its relative path, with its content."""
+    return {
+        str(path.relative_to(directory)): path.read_bytes()
+        for path in sorted(directory.rglob("*"))
+        if path.is_file()
+    }
+
+
 def test_recover_plays_our_recovery_log(gz, group, shards, client, py_cluster, tmp_path) -> None:
+    """Gazette's player (gazctl shards recover) plays the recovery log gazette-py's recorder wrote, from
+    the start and from the hints our primary stored (GetHints), into the files of the live store."""
     shard_id = "gzr-000"
     log = f"{RECOVERY_PREFIX}/{shard_id}"
     client.apply_journals(
@@ -490,8 +497,34 @@ def test_recover_plays_our_recovery_log(gz, group, shards, client, py_cluster, t
     )  # fmt: skip
     shards.apply_shards([spec])
     group.wait_for(_placed([shard_id], [ReplicaCode.PRIMARY]), WAIT_S, "gzr-000 placed")
-    head = _publish(client, SOURCES[0], [{"i": i} for i in range(5)])
-    shards.stat_shard(shard_id, {SOURCES[0]: head}, timeout=WAIT_S)
+    for batch in range(3):  # several transactions: state.json rewritten (truncating create, rename) each time
+        head = _publish(client, SOURCES[0], [{"b": batch, "i": i} for i in range(5)])
+        shards.stat_shard(shard_id, {SOURCES[0]: head}, timeout=WAIT_S)
+    (primary,) = [c.shards[shard_id] for c in group.consumers if c and shard_id in c.shards]
+    assert primary.recorder is not None and primary.recovery is not None
+    primary.recorder.barrier().result(timeout=WAIT_S)  # what the store wrote is in the log
+    live = _tree(Path(primary.recovery.directory))
+    assert set(live) == {"state.json"} and decode_state_file(live["state.json"]).state == {"n": 15}
+
     directory = tmp_path / "recovered"
-    _shards(gz, group, "recover", f"--id={shard_id}", f"--dir={directory}")
-    assert (directory / "state.json").exists()
+    proc = _shards(gz, group, "recover", f"--id={shard_id}", f"--dir={directory}", "--log.level=info")
+    (done,) = _log_records(proc.stderr, "completed playback")
+    assert int(done["files"]) == 1
+    assert _tree(directory) == live
+    # Ours plays the same log to the same files.
+    env = _env(py_cluster, group)
+    ok(gazette("shards", "recover", "--shard", shard_id, "--dir", str(tmp_path / "ours"), env=env))
+    assert _tree(tmp_path / "ours") == live
+
+    # From our recorder's hints (stored as the primary's, read by gazctl through GetHints): Gazette's
+    # player seeks past the earlier rewrites of state.json to the hinted segment, and plays the rest.
+    hints = primary.recorder.build_hints().result(timeout=WAIT_S)
+    (segment,) = hints.live_nodes[0].segments
+    assert segment.first_offset > 0
+    shards.apply_shards([ShardChange(upsert=spec, expect_mod_revision=-1, primary_hints=hints)])
+    assert shards.get_hints(shard_id).primary == hints
+    hinted = tmp_path / "hinted"
+    proc = _shards(gz, group, "recover", f"--id={shard_id}", f"--dir={hinted}", "--log.level=debug")
+    (seek,) = _log_records(proc.stderr, "seeking to next hinted segment")
+    assert int(seek["offset"]) == segment.first_offset and int(seek["firstSeqNo"]) == segment.first_seq_no
+    assert _tree(hinted) == live

@@ -11,6 +11,7 @@ from gazette.consumer.recoverylog.fsm import FSM, Outcome
 from gazette.consumer.recoverylog.hints import (
     FnodeSegments,
     FSMHints,
+    Property,
     Segment,
     ShardHints,
     backup_hints_key,
@@ -39,6 +40,7 @@ __all__ = [
     "OpDecoder",
     "Outcome",
     "Player",
+    "Property",
     "RecordedOp",
     "Recorder",
     "RecorderTxn",

@@ -2,9 +2,10 @@
 
 Operations apply strictly in sequence: one whose seq_no or checksum is not the next expected is a
 dead branch (a duplicate, a lost hand-off race, a fenced writer) and changes nothing. The FSM tracks
-live files (fnodes), their paths, and the log segments holding each one's operations, from which it
-builds FSMHints. Built from hints, it applies only the hinted authors' operations and skips files
-that the hints say are deleted later (their operations still advance the sequence).
+live files (fnodes), their paths, the log segments holding each one's operations, and properties
+(small files kept whole, set by property ops), from which it builds FSMHints. Built from hints, it
+applies only the hinted authors' operations and skips files that the hints say are deleted later
+(their operations still advance the sequence).
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ from __future__ import annotations
 import dataclasses
 import enum
 
-from gazette.consumer.recoverylog.hints import FnodeSegments, FSMHints, Segment
+from gazette.consumer.recoverylog.hints import FnodeSegments, FSMHints, Property, Segment
 from gazette.consumer.recoverylog.ops import RecordedOp, RecoveryLogError, crc32c
 
 
@@ -24,6 +25,7 @@ class Outcome(enum.Enum):
     CHECKSUM_MISMATCH = "checksum mismatch"
     EXPECTED_HINTED_FNODE = "not the create of the next hinted fnode"
     LINK_EXISTS = "link exists"
+    PROPERTY_EXISTS = "property exists"
     NO_SUCH_LINK = "fnode has no such link"
 
     @property
@@ -50,6 +52,7 @@ class FSM:
         self.next_checksum = 0
         self.live_nodes: dict[int, _Node] = {}
         self.links: dict[str, int] = {}
+        self.properties: dict[str, str] = {p.path: p.content for p in hints.properties}
         self._hinted_fnodes = fnodes
         self._hinted_segments = segments
         if segments:
@@ -81,6 +84,8 @@ class FSM:
             outcome = self._unlink(op)
         elif op.kind == "write":
             outcome = self._touch(op)
+        elif op.kind == "property":
+            outcome = self._property(op)
         else:
             outcome = Outcome.APPLIED
         if not outcome.advanced:
@@ -97,6 +102,8 @@ class FSM:
     def _create(self, op: RecordedOp) -> Outcome:
         if op.path in self.links:
             return Outcome.LINK_EXISTS
+        if op.path in self.properties:
+            return Outcome.PROPERTY_EXISTS
         fnode = op.seq_no
         if self._hinted_fnodes:
             if self._hinted_fnodes[0] != fnode:
@@ -109,6 +116,8 @@ class FSM:
     def _link(self, op: RecordedOp) -> Outcome:
         if op.path in self.links:
             return Outcome.LINK_EXISTS
+        if op.path in self.properties:
+            return Outcome.PROPERTY_EXISTS
         node = self.live_nodes.get(op.fnode)
         if node is None:
             return Outcome.NOT_TRACKED
@@ -137,6 +146,12 @@ class FSM:
         node.segments = self._extend(node.segments, op)
         return Outcome.APPLIED
 
+    def _property(self, op: RecordedOp) -> Outcome:
+        if op.path in self.links:
+            return Outcome.LINK_EXISTS
+        self.properties[op.path] = op.content
+        return Outcome.APPLIED
+
     @staticmethod
     def _extend(segments: list[Segment], op: RecordedOp) -> list[Segment]:
         if segments and segments[-1].author == op.author and segments[-1].log == op.log:
@@ -158,4 +173,5 @@ class FSM:
                 for s in self.live_nodes[fnode].segments
             )
             nodes.append(FnodeSegments(fnode, segments))
-        return FSMHints(self.log, tuple(nodes))
+        properties = tuple(Property(path, self.properties[path]) for path in sorted(self.properties))
+        return FSMHints(self.log, tuple(nodes), properties)

@@ -6,8 +6,9 @@ can skip the rest of the log (reference 7.7). They are stored as JSON under
 recovery, rotated newest first) — reference 1.4 — with the field names Go's encoding/json gives
 Gazette's FSMHints, as Gazette writes them. Readers accept that JSON and, as Gazette's do, the
 marshaled recoverylog.FSMHints protobuf (`from_bytes`). `to_proto`/`from_proto` are the wire form of
-the Shard service (GetHints, Apply's primary_hints). Properties (files kept in the hints, which
-Gazette's RocksDB stores no longer write) are not supported and are refused by name.
+the Shard service (GetHints, Apply's primary_hints). Properties are small files kept whole in the
+hints (`{"path", "content"}`; Gazette's RocksDB stores record its "/IDENTITY" file so), written to
+the directory when playback completes; the JSON has "properties" only when there are some.
 """
 
 from __future__ import annotations
@@ -119,11 +120,21 @@ class FnodeSegments:
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
+class Property:
+    """A small file kept in the FSM and its hints rather than as an fnode of the log: its recorded
+    path ("/IDENTITY") and content."""
+
+    path: str
+    content: str
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
 class FSMHints:
     """What a player needs to rebuild a recorder's directory from `log` (reference 7.7)."""
 
     log: str
     live_nodes: tuple[FnodeSegments, ...] = ()
+    properties: tuple[Property, ...] = ()
 
     def live_log_segments(self) -> tuple[list[int], list[Segment]]:
         """(hinted fnodes in order, the ordered and merged segments to read); validates the hints."""
@@ -148,13 +159,16 @@ class FSMHints:
     # ---- JSON (field names of Go's FSMHints; absent fields are zero)
 
     def to_dict(self) -> dict[str, Any]:
-        return {
+        out: dict[str, Any] = {
             "log": self.log,
             "live_nodes": [
                 {"fnode": n.fnode, "segments": [_segment_dict(s) for s in n.segments]}
                 for n in self.live_nodes
             ],
         }
+        if self.properties:
+            out["properties"] = [{"path": p.path, "content": p.content} for p in self.properties]
+        return out
 
     def to_json(self) -> bytes:
         return orjson.dumps(self.to_dict())
@@ -176,12 +190,16 @@ class FSMHints:
                 for j, s in enumerate(_list(node.get("segments"), f"{at} segments"))
             )
             nodes.append(FnodeSegments(_uint(node, "fnode", at), segments))
-        properties = data.get("properties") or []
-        if properties:
-            raise RecoveryLogError(
-                f"{where} have properties {properties!r:.100}, which this recovery log does not support"
-            )
-        hints = cls(log, tuple(nodes))
+        properties = []
+        for i, prop in enumerate(_list(data.get("properties"), f"{where} properties")):
+            at = f"{where} properties[{i}]"
+            if not isinstance(prop, Mapping):
+                raise RecoveryLogError(f"{at} is {prop!r:.100}, expected an object")
+            path, content = prop.get("path", ""), prop.get("content", "")
+            if not isinstance(path, str) or not path or not isinstance(content, str):
+                raise RecoveryLogError(f"{at} is {prop!r:.100}, expected a path and a string content")
+            properties.append(Property(path, content))
+        hints = cls(log, tuple(nodes), tuple(properties))
         hints.live_log_segments()
         return hints
 
@@ -223,6 +241,7 @@ class FSMHints:
                 )
                 for n in self.live_nodes
             ],
+            properties=[recoverylog_pb2.Property(path=p.path, content=p.content) for p in self.properties],
         )
 
     @classmethod

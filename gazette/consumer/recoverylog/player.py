@@ -6,7 +6,10 @@ log's write head (then `tailing` is set: a hot standby keeps reading as the prim
 It completes on request: `finish_at_head()` stops at the current head; `inject_handoff(author)`
 appends a no-op sequenced after everything read that also sets the `author` register to the new
 author (fencing out the previous recorder), and completes once that no-op is read back applied
-(injecting again after losing a race). Completion links the live files into place.
+(injecting again after losing a race). Completion links the live files into place and writes the
+properties, as Gazette's player does (playback.go), so it plays logs Gazette's recorder wrote and
+Gazette's plays ours. Records of gazette-py's earlier JSON encoding are played too (see `ops`); a
+playback reading some says so in its log.
 """
 
 from __future__ import annotations
@@ -76,6 +79,7 @@ class Player:
         self.author = 0  # the author this playback handed off to (0: finished at head)
         self.applied = 0  # operations applied
         self.skipped = 0  # operations that were dead branches (duplicates, fenced writers, lost races)
+        self.legacy = 0  # records read in gazette-py's earlier JSON encoding
         self._request: asyncio.Future[int] = asyncio.get_running_loop().create_future()
         self._progress = asyncio.Condition()
         self._apply_lock = asyncio.Lock()  # held while a chunk is applied off the loop
@@ -141,6 +145,14 @@ class Player:
                 self.log, start, self.offset, self.applied, self.skipped,
                 f"; handed off to author {author_fence(author)}" if author else "",
             )  # fmt: skip
+            if self.legacy:
+                log.warning(
+                    "recovery log %s: %d of the records played are in gazette-py's earlier JSON encoding, "
+                    "which Gazette (gazctl shards recover) cannot play; gazette-py records Gazette's "
+                    "protobuf RecordedOps from now on, and once the shard's hints no longer reach back to "
+                    "those records (its live files rewritten since) Gazette plays the log",
+                    self.log, self.legacy,
+                )  # fmt: skip
         except BaseException:
             if reader is not None:
                 reader.cancel()
@@ -254,6 +266,7 @@ class Player:
     def _apply(self, records: list[DecodedRecord], end: int) -> None:
         for rec in records:
             op = rec.op
+            self.legacy += rec.legacy
             outcome = self.fsm.apply(op, rec.payload)
             if outcome is Outcome.APPLIED:
                 self.applied += 1
@@ -315,9 +328,15 @@ class Player:
                 f"playback of {self.log} staged files {leftover[:5]} that no live file explains"
             )
         os.rmdir(self._staging)
+        for path, content in sorted(self.fsm.properties.items()):
+            target = self._target(path)
+            os.makedirs(os.path.dirname(target), exist_ok=True)
+            with open(target, "xb") as f:  # a property path is never also a live file's
+                f.write(content.encode("utf-8", "surrogateescape"))
 
     def _target(self, path: str) -> str:
-        parts = path.split("/")
-        if os.path.isabs(path) or any(p in ("", ".", "..") for p in parts) or parts[0] == STAGING_DIR:
+        """The local path of recorded `path`: Gazette's "/a/b" (or "a/b"), under the directory."""
+        parts = (path[1:] if path.startswith("/") else path).split("/")
+        if any(p in ("", ".", "..") for p in parts) or parts[0] == STAGING_DIR:
             raise RecoveryLogError(f"recovery log {self.log} links a file at {path!r}, outside the directory")
         return os.path.join(self.directory, *parts)

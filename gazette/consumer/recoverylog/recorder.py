@@ -5,11 +5,19 @@ Every operation is sequenced by the recorder's FSM and appended through an Appen
 recorder's author, so once a newer player hands off to another author, the broker refuses this
 recorder's appends with REGISTER_MISMATCH: that is terminal (never retried), and the recorder stops
 for good with a FencingError. A `transaction()` appends its operations atomically (one append).
+
+Operations are recorded as Gazette's Recorder records them (recorder.go; the record format is in
+`ops`): paths as "/"-separated paths under the directory with a leading "/", a create of an existing
+path (a truncation) as its unlink then a create, a rename as the unlink of what the target held, a
+link of the target and the unlink of the source, and a rename onto a property path ("/IDENTITY") as a
+property op holding the renamed file's content (property paths cannot be created, written, linked or
+removed otherwise).
 """
 
 from __future__ import annotations
 
 import concurrent.futures
+import dataclasses
 import os
 import threading
 from collections.abc import Callable, Iterable
@@ -34,6 +42,7 @@ from gazette.protocol.status import Status
 T = TypeVar("T")
 
 STAGING_DIR = ".fnodes"  # where a Player stages files under the directory; never recorded
+PROPERTY_FILES = frozenset({"/IDENTITY"})  # recorded as properties, as Gazette's recorder does
 
 
 class Recorder:
@@ -81,8 +90,9 @@ class Recorder:
                 return
         callback(self._error)
 
-    def relative(self, path: str | os.PathLike[str]) -> str:
-        """`path` (absolute under the directory, or relative to it) as the recorded, "/"-separated path."""
+    def recorded_path(self, path: str | os.PathLike[str]) -> str:
+        """`path` (absolute under the directory, or relative to it) as it is recorded: "/"-separated,
+        with a leading "/" (Gazette's form: the path with the directory stripped)."""
         raw = os.fspath(path)
         full = os.path.normpath(raw if os.path.isabs(raw) else os.path.join(self.directory, raw))
         rel = os.path.relpath(full, self.directory)
@@ -92,7 +102,11 @@ class Recorder:
                 f'path "{raw}" is not a file under the recorded directory "{self.directory}" '
                 f'(nor may it be under its "{STAGING_DIR}" staging directory)'
             )
-        return "/".join(parts)
+        return "/" + "/".join(parts)
+
+    def fnode_of(self, path: str | os.PathLike[str]) -> int | None:
+        """The fnode of the recorded file at `path`, or None."""
+        return self.fsm.links.get(self.recorded_path(path))
 
     # ---- recording
 
@@ -254,7 +268,7 @@ class RecorderTxn:
 
     def create(self, path: str | os.PathLike[str]) -> int:
         """Creates (or truncates) the file at `path`; returns its fnode."""
-        rel = self.recorder.relative(path)
+        rel = self._not_property(path, "create of")
         previous = self.recorder.fsm.links.get(rel)
         if previous is not None:
             self._process(RecordedOp(0, 0, 0, "unlink", rel, previous))  # truncation: a new fnode
@@ -274,42 +288,66 @@ class RecorderTxn:
         self.write_at(self._fnode(path, "write to"), data, offset)
 
     def remove(self, path: str | os.PathLike[str]) -> None:
-        rel = self.recorder.relative(path)
-        self._process(RecordedOp(0, 0, 0, "unlink", rel, self._fnode(rel, "remove of")))
+        rel = self._not_property(path, "remove of")
+        self._process(RecordedOp(0, 0, 0, "unlink", rel, self._fnode_at(rel, "remove of")))
 
     def link(self, src: str | os.PathLike[str], target: str | os.PathLike[str]) -> None:
         """Links `target` to the file at `src` (a hard link); `target` must not exist."""
-        fnode, rel = self._fnode(src, "link of"), self.recorder.relative(target)
+        fnode, rel = self._fnode(src, "link of"), self._not_property(target, "link to")
         if rel in self.recorder.fsm.links:
             raise RecoveryLogError(f'link target "{rel}" already exists in {self.recorder.log}')
         self._process(RecordedOp(0, 0, 0, "link", rel, fnode))
 
     def rename(self, src: str | os.PathLike[str], target: str | os.PathLike[str]) -> None:
-        """Renames `src` to `target`, replacing a file at `target`."""
-        src_rel, rel = self.recorder.relative(src), self.recorder.relative(target)
-        fnode = self._fnode(src_rel, "rename of")
+        """Renames `src` to `target`, replacing a file at `target`. Renamed onto a property path, the
+        file (already renamed in the directory) becomes a property holding its content."""
+        src_rel, rel = self.recorder.recorded_path(src), self.recorder.recorded_path(target)
+        fnode = self._fnode_at(src_rel, "rename of")
         if src_rel == rel:
             return
+        content = None
+        if rel in PROPERTY_FILES:
+            local = os.path.join(self.recorder.directory, *rel.split("/")[1:])
+            try:
+                with open(local, "rb") as f:
+                    content = f.read().decode("utf-8", "surrogateescape")
+            except OSError as exc:
+                raise RecoveryLogError(f'rename onto property "{rel}": reading {local}: {exc}') from None
         previous = self.recorder.fsm.links.get(rel)
         if previous is not None:
             self._process(RecordedOp(0, 0, 0, "unlink", rel, previous))
-        self._process(RecordedOp(0, 0, 0, "link", rel, fnode))
+        if content is not None:
+            self._process(RecordedOp(0, 0, 0, "property", rel, content=content))
+        else:
+            self._process(RecordedOp(0, 0, 0, "link", rel, fnode))
         self._process(RecordedOp(0, 0, 0, "unlink", src_rel, fnode))
 
     def _fnode(self, path: str | os.PathLike[str], what: str) -> int:
-        rel = self.recorder.relative(path)
+        return self._fnode_at(self.recorder.recorded_path(path), what)
+
+    def _fnode_at(self, rel: str, what: str) -> int:
+        """The fnode at recorded path `rel`."""
         fnode = self.recorder.fsm.links.get(rel)
         if fnode is None:
             raise RecoveryLogError(f'{what} "{rel}", which is not a recorded file of {self.recorder.log}')
         return fnode
 
+    def _not_property(self, path: str | os.PathLike[str], what: str) -> str:
+        rel = self.recorder.recorded_path(path)
+        if rel in PROPERTY_FILES:
+            raise RecoveryLogError(
+                f'{what} "{rel}" of {self.recorder.log}: it is a property path, which only a rename onto '
+                "it records"
+            )
+        return rel
+
     def _process(self, template: RecordedOp, data: bytes = b"") -> None:
         r = self.recorder
         assert self._writer is not None
         fsm = r.fsm
-        op = RecordedOp(
-            fsm.next_seq_no, fsm.next_checksum, r.author, template.kind, template.path, template.fnode,
-            template.offset, template.length, first_offset=r.write_head, last_offset=0, log=r.log,
+        op = dataclasses.replace(
+            template, seq_no=fsm.next_seq_no, checksum=fsm.next_checksum, author=r.author,
+            first_offset=r.write_head, last_offset=0, log=r.log,
         )  # fmt: skip
         record, payload = encode_op(op)
         outcome = fsm.apply(op, payload)
