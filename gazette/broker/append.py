@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import enum
+import errno
 import hashlib
 import logging
 import time
@@ -451,7 +452,11 @@ class AppendFSM:
                 if not spec.writable or req.suspend in (SUSPEND.SUSPEND_IF_FLUSHED, SUSPEND.SUSPEND_NOW, SUSPEND.SUSPEND_KEEP):
                     self.status = Status.NOT_ALLOWED
                     break
-                await pln.scatter(pb.ReplicateRequest(content=content, content_delta=self.client_length))
+                try:
+                    await pln.scatter(pb.ReplicateRequest(content=content, content_delta=self.client_length))
+                except OSError as exc:  # this broker's spool file could not take the content
+                    problem = self._spool_failure(exc)
+                    break
                 self.client_sum.update(content)
                 self.client_length += len(content)
                 self.total_chunks += 1
@@ -490,10 +495,17 @@ class AppendFSM:
         else:
             proposal = spool.fragment  # roll back whatever was spooled
             self.broker.metrics.rollback(spool.delta)
-            if problem is not None:
+            if problem is not None and self.err is None:
                 self.err = AppendFailed(f"append rolled back: {problem}", grpc.StatusCode.ABORTED)
         await pln.scatter(pb.ReplicateRequest(proposal=proposal.to_proto(), registers=self.registers.to_proto(), acknowledge=True))
         self.state = State.READ_ACKNOWLEDGEMENTS
+
+    def _spool_failure(self, exc: OSError) -> str:
+        """Fails this append for a spool write that raised `exc`: the content is rolled back on every
+        member and what was committed before stays."""
+        self.err = spool_write_failure(self.broker, self.journal, exc)
+        log.error("%s", self.err)
+        return str(self.err).removeprefix("append rolled back: ")
 
     async def _read_acknowledgements(self) -> None:
         pln, replica = self.pln, self.replica
@@ -528,6 +540,19 @@ class AppendFSM:
             self.state = State.FINISHED
             if self.client_length:
                 self.broker.metrics.commit(self.journal, self.client_length, self.client_begin + self.client_length)
+
+
+def spool_write_failure(broker: Broker, journal: str, exc: OSError) -> AppendFailed:
+    """The error for a spool write of `journal` that raised `exc` at `broker` (as primary or replica),
+    naming the broker and the spool directory: RESOURCE_EXHAUSTED for a full disk or quota (clients
+    do not retry it: space must be freed first), INTERNAL otherwise."""
+    where = broker.spool_dir or "the temporary directory"
+    full = exc.errno in (errno.ENOSPC, errno.EDQUOT)
+    return AppendFailed(
+        f"append rolled back: broker {broker.id[1]} could not spool content of {journal} in {where}: "
+        f"{exc.strerror or exc}",
+        grpc.StatusCode.RESOURCE_EXHAUSTED if full else grpc.StatusCode.INTERNAL,
+    )
 
 
 def _validate_registers(req: pb.AppendRequest) -> None:

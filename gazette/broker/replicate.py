@@ -18,6 +18,7 @@ import grpc
 
 from gazette.allocator.journals import route_equivalent
 from gazette.auth.tokens import Claims
+from gazette.broker.append import spool_write_failure
 from gazette.fragment.fragment import Fragment
 from gazette.fragment.spool import Spool, SpoolError
 from gazette.protocol import broker_pb2 as pb
@@ -139,13 +140,20 @@ async def serve_replicate(
     ]
     header: pb.Header | None = res.header
     req = first
+    failed_with: tuple[grpc.StatusCode, str] | None = None
     try:
         while True:
             try:
                 resp = apply_replicate(spool, req)
             except SpoolError as exc:
                 log.warning("Replicate of %s failed: %s", journal, exc)
-                await context.abort(grpc.StatusCode.FAILED_PRECONDITION, str(exc))
+                failed_with = (grpc.StatusCode.FAILED_PRECONDITION, str(exc))
+                return
+            except OSError as exc:  # this replica's spool file could not take the content (a full disk)
+                failed = spool_write_failure(broker, journal, exc)
+                log.error("Replicate of %s failed: %s", journal, failed)
+                failed_with = (failed.code, str(failed).removeprefix("append rolled back: "))
+                return
             if req.acknowledge:
                 if header is not None:
                     resp.header.CopyFrom(header)
@@ -166,6 +174,15 @@ async def serve_replicate(
                 raise item
             req = item
     finally:
-        for t in tasks:
-            await cancel_and_wait(t)
+        if failed_with is None:
+            for t in tasks:
+                await cancel_and_wait(t)
+        else:
+            # Ends the stream with this status once the handler returns. Not `context.abort`, and the
+            # pump is left reading (it ends with the call): cancelling its pending read of the
+            # primary's stream can lose the status to gRPC's "Internal error from Core".
+            await cancel_and_wait(tasks[1])
+            context.set_code(failed_with[0])
+            context.set_details(failed_with[1])
         release()
+

@@ -210,17 +210,7 @@ class Persister:
     async def _schedule(self) -> None:
         while True:
             now = time.monotonic()
-            next_due: float | None = None
-            for item in self._items.values():
-                if item.running:
-                    continue
-                if item.due <= now:
-                    item.running = True
-                    task = asyncio.create_task(self._attempt(item), name=f"gazette-persist {item.name}")
-                    self._attempts.add(task)
-                    task.add_done_callback(self._attempts.discard)
-                elif next_due is None or item.due < next_due:
-                    next_due = item.due
+            next_due = self._start_due(now)
             self._wake.clear()
             try:
                 timeout = None if next_due is None else max(0.0, next_due - now)
@@ -228,6 +218,23 @@ class Persister:
                     await self._wake.wait()
             except TimeoutError:
                 pass
+
+    def _start_due(self, now: float) -> float | None:
+        """Starts an attempt for every item due by `now`; returns when the next one falls due. A function
+        of its own so no loop variable keeps an item (and its spool file's disk space) alive in the
+        scheduler's frame while it sleeps."""
+        next_due: float | None = None
+        for item in self._items.values():
+            if item.running:
+                continue
+            if item.due <= now:
+                item.running = True
+                task = asyncio.create_task(self._attempt(item), name=f"gazette-persist {item.name}")
+                self._attempts.add(task)
+                task.add_done_callback(self._attempts.discard)
+            elif next_due is None or item.due < next_due:
+                next_due = item.due
+        return next_due
 
     async def _attempt(self, item: _Pending) -> None:
         fragment = item.completed.fragment
