@@ -34,6 +34,7 @@ log = logging.getLogger(__name__)
 
 LIST_CHUNK_JOURNALS = 25
 FLUSH_TIMEOUT_S = 60.0
+FLUSH_DEADLINE_SHARE = 0.8  # of the caller's remaining deadline a Flush may spend waiting on the store
 FRAGMENTS_PAGE_DEFAULT = 1000
 FRAGMENTS_PAGE_MAX = 10000
 
@@ -239,8 +240,14 @@ async def serve_flush(
     if fsm.err is not None or fsm.status != Status.OK:
         status = fsm.status if fsm.status != Status.OK else Status.INSUFFICIENT_JOURNAL_BROKERS
         return gpy.FlushResponse(status=to_pb(status), header=res.header, store_error=str(fsm.err or ""))
+    # Answer within the caller's deadline (most of what is left of it), so a store that keeps failing
+    # is reported with its error rather than as the client's own timeout.
+    budget = FLUSH_TIMEOUT_S
+    remaining = context.time_remaining()
+    if remaining is not None:
+        budget = max(0.0, min(budget, remaining * FLUSH_DEADLINE_SHARE))
     try:
-        async with asyncio.timeout(FLUSH_TIMEOUT_S):
+        async with asyncio.timeout(budget):
             persisted = await res.replica.wait_persisted(fsm.rolled)
     except (TimeoutError, GazetteError) as exc:
         # The store is down or refused: the rolled spool stays queued in the persister, which
@@ -249,7 +256,8 @@ async def serve_flush(
         return gpy.FlushResponse(
             status=to_pb(Status.FRAGMENT_STORE_UNHEALTHY),
             header=res.header,
-            store_error=error or str(exc) or f"not persisted within {FLUSH_TIMEOUT_S:.0f}s",
+            store_error=error or broker.persister.last_error(req.journal) or str(exc)
+            or f"not persisted within {budget:.0f}s",
         )
     resp = gpy.FlushResponse(status=to_pb(Status.OK), header=res.header)
     if persisted is not None:

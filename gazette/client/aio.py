@@ -17,8 +17,9 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import dataclasses
+import time
 from collections.abc import AsyncIterator, Iterable, Sequence
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 import grpc
 from google.protobuf.duration_pb2 import Duration
@@ -548,12 +549,19 @@ class AsyncClient:
         CallTimeout after `timeout` seconds (the client's default unless given)."""
         validate_journal_name(journal)
         req = gpy.FlushRequest(journal=journal)
+        # The RPC carries the call's deadline, so a broker whose store keeps failing answers with the
+        # store's error before the bound runs out.
+        seconds = resolve_timeout(timeout, self.timeout)
+        deadline = None if seconds is None else time.monotonic() + seconds
+
+        def flush(stub: pb_grpc.JournalStub) -> Any:
+            left = None if deadline is None else max(0.0, deadline - time.monotonic())
+            return self._flushers[self._stubs.index(stub)].Flush(req, metadata=md, timeout=left)
+
         try:
             async with self._bounded(timeout, CallTrace("flush of", journal)) as trace:
                 md = self.call_metadata(Capability.APPEND, journal, ttl_s=UNARY_TOKEN_TTL_S)
-                resp = await self._call(
-                    lambda stub: self._flushers[self._stubs.index(stub)].Flush(req, metadata=md), trace
-                )
+                resp = await self._call(flush, trace)
         except GazetteError as exc:
             code = getattr(exc, "grpc_code", None)
             if code == grpc.StatusCode.UNIMPLEMENTED.name:

@@ -112,6 +112,14 @@ class Persister:
         """Fragments submitted and not yet persisted (queued or uploading)."""
         return len(self._items)
 
+    def last_error(self, journal: str) -> str:
+        """The latest failure among `journal`'s fragments still waiting to be persisted ("" if none)."""
+        failed = [i for i in self._items.values() if i.completed.fragment.journal == journal and i.last_error]
+        if not failed:
+            return ""
+        item = max(failed, key=lambda i: i.completed.fragment.begin)
+        return f"persisting {item.name} failed {item.attempts} times (retrying every {self.retry_s:.3g}s): {item.last_error}"
+
     async def start(self) -> None:
         if self._scheduler is not None or self._stopped:
             raise GazetteError(Status.OK, "Persister.start called twice")

@@ -124,3 +124,40 @@ def test_a_replica_whose_spool_disk_is_full_is_named_in_the_append_error(etcd, e
         # A failed replication is indeterminate (the primary may have committed it, as Gazette's): what
         # was acknowledged is there, in order, at the start.
         assert client.read_all(J)[: len(acked)] == acked
+
+
+def test_a_full_store_keeps_the_spool_and_flush_names_the_error(etcd, etcd_root, tmp_path):
+    """The file:// store on a 64 KiB tmpfs: a Flush of 200 KB answers FRAGMENT_STORE_UNHEALTHY naming
+    the object and ENOSPC within the caller's bound, no partial object is left, the content still
+    reads back from the spool, and once the store has room the persister's retry stores it whole."""
+    store = tmp_path / "store"
+    store.mkdir()
+    subprocess.run(
+        ["mount", "-t", "tmpfs", "-o", "size=64k", "tmpfs", str(store)],
+        check=True, capture_output=True, timeout=MOUNT_TIMEOUT_S,
+    )  # fmt: skip
+    try:
+        with LocalCluster(
+            brokers=1, mode="inprocess", store=f"file://{store}/", etcd=etcd.endpoint, root=etcd_root,
+            data_dir=str(tmp_path / "data"),
+        ) as cluster:  # fmt: skip
+            client = cluster.client()
+            client.apply_journals([cluster.journal_spec(J, compression="none", fragment_length=1 << 30)])
+            cluster.wait_for_routes([J])
+            data = os.urandom(200_000)
+            client.append(J, data)
+            with pytest.raises(GazetteError) as failed:
+                client.flush(J, timeout=10)
+            message = str(failed.value)
+            assert "FRAGMENT_STORE_UNHEALTHY" in message and "No space left on device" in message, message
+            assert f"file://{store}/" in message, message
+            assert client.read_all(J) == data
+            partial = [p for p in store.rglob("*") if p.is_file() and ".test" not in p.relative_to(store).parts]
+            assert partial == []  # the failed puts left nothing (the health check's probe aside)
+
+            subprocess.run(["mount", "-o", "remount,size=4m", str(store)], check=True, timeout=MOUNT_TIMEOUT_S)
+            fragment = client.flush(J, timeout=WAIT_S)
+            assert fragment is not None and (fragment.begin, fragment.end) == (0, len(data))
+            assert (store / fragment.content_path).read_bytes() == data
+    finally:
+        subprocess.run(["umount", "-l", str(store)], capture_output=True, timeout=MOUNT_TIMEOUT_S)
