@@ -11,11 +11,9 @@ import asyncio
 import logging
 import secrets
 from collections.abc import AsyncIterator
-from typing import Any
 
 import aetcd
 import grpc
-from prometheus_client import start_http_server
 
 from gazette.allocator import Allocator, Session, announce, broker_spec_exiting, journal_adapter
 from gazette.auth import tls as _tls
@@ -41,6 +39,7 @@ from gazette.fragment.stores import get_store
 from gazette.keyspace import layout
 from gazette.keyspace.etcd import connect
 from gazette.keyspace.keyspace import KeySpace
+from gazette.metrics import MetricsServer
 from gazette.protocol import broker_pb2 as pb
 from gazette.protocol import broker_pb2_grpc as pb_grpc
 from gazette.protocol import gazette_py_pb2 as gpy
@@ -111,7 +110,7 @@ class Broker:
         self.endpoint = ""
         self.metrics_endpoint = ""
         self._server: grpc.aio.Server | None = None
-        self._metrics_server: Any = None
+        self._metrics_server: MetricsServer | None = None
         self._tasks: list[asyncio.Task] = []
         self._background: set[asyncio.Task] = set()
         self.lease_lost = asyncio.Event()
@@ -162,8 +161,8 @@ class Broker:
         self.allocator.start()
         await self._server.start()
         if self.metrics_port is not None:
-            self._metrics_server, _ = start_http_server(self.metrics_port, self.host, self.metrics.registry)
-            self.metrics_endpoint = f"http://{self.advertise}:{self._metrics_server.server_port}/metrics"
+            self._metrics_server = MetricsServer(self.metrics.registry, self.host, self.metrics_port)
+            self.metrics_endpoint = f"http://{self.advertise}:{self._metrics_server.port}/metrics"
         self._tasks.append(asyncio.create_task(self._reconcile_loop(), name="replica reconcile"))
         self._reconcile()
         log.info("broker %s#%s serving at %s", self.zone, self.suffix, self.endpoint)
@@ -204,8 +203,7 @@ class Broker:
         await self.session.close(revoke=True)
         await self.proxy.close()
         if self._metrics_server is not None:
-            self._metrics_server.shutdown()
-            self._metrics_server.server_close()
+            self._metrics_server.close()
         await self.etcd.close()
         self.stopped.set()
 
@@ -259,21 +257,31 @@ class Broker:
                     replica.persist_promptly = True
             await self.allocator.stop()
             await self.session.close(revoke=False)
+            member_key = layout.member_key(self.root, self.zone, self.suffix)
             while not self._stopping:
                 try:
                     session = await Session.grant(self.etcd, self.lease_ttl_s)
-                    break
                 except Exception as exc:  # etcd still away
                     log.warning("broker %s#%s cannot get a new lease yet: %s", self.zone, self.suffix, exc)
                     await asyncio.sleep(RENEW_RETRY_S)
+                    continue
+                self.session = session
+                try:
+                    self.announcement = await announce(
+                        self.etcd, member_key, self._broker_spec().SerializeToString(), session,
+                        retry_interval_s=max(1.0, self.lease_ttl_s / 4), mark_exiting=broker_spec_exiting,
+                    )
+                    break
+                except Exception as exc:
+                    # The new lease was lost too before the member key was put (etcd away again, or
+                    # this host cut off from it): without another try the broker would stay up but
+                    # never announce, hold no journals and never exit.
+                    log.warning("broker %s#%s could not announce under its new lease yet: %s",
+                                self.zone, self.suffix, exc)  # fmt: skip
+                    await session.close(revoke=False)
+                    await asyncio.sleep(RENEW_RETRY_S)
             else:
                 return
-            self.session = session
-            member_key = layout.member_key(self.root, self.zone, self.suffix)
-            self.announcement = await announce(
-                self.etcd, member_key, self._broker_spec().SerializeToString(), session,
-                retry_interval_s=max(1.0, self.lease_ttl_s / 4), mark_exiting=broker_spec_exiting,
-            )
             self.allocator = Allocator(
                 self.etcd, self.ks, member_key, journal_adapter(self.max_replication),
                 min_revision=self.announcement.revision,

@@ -1,6 +1,8 @@
 """Prometheus metrics of one broker (names of reference 10.1), on a per-broker registry.
 
-A registry per broker keeps several in-process brokers (LocalCluster inprocess mode) apart.
+A registry per broker keeps several in-process brokers (LocalCluster inprocess mode) apart. What only
+ever increases is a Counter; gazette.metrics serves the registry (and exposes the two "..._totals"
+counters under Gazette's exact names).
 """
 
 from __future__ import annotations
@@ -12,12 +14,14 @@ class BrokerMetrics:
     def __init__(self) -> None:
         self.registry = CollectorRegistry()
         r = self.registry
-        # Gauges only so the exposed names are the reference's exactly: prometheus_client would
-        # expose a Counter named "..._totals" as "..._totals_total". They only ever increase.
-        self.started = Gauge("gazette_journal_server_started_totals", "RPCs started", ["operation"], registry=r)
-        self.completed = Gauge(
-            "gazette_journal_server_completed_totals", "RPCs completed", ["operation", "status"], registry=r
-        )
+        self.started = Counter(
+            "gazette_journal_server_started_totals", "Total number of started JournalServer RPC invocations, "
+            "by operation.", ["operation"], registry=r,
+        )  # fmt: skip
+        self.completed = Counter(
+            "gazette_journal_server_completed_totals", "Total number of completed JournalServer RPC "
+            "invocations, by operation & response status", ["operation", "status"], registry=r,
+        )  # fmt: skip
         self.write_head = Gauge("gazette_write_head", "Journal write head", ["journal"], registry=r)
         self.commits = Counter("gazette_spool_commits_total", "Spool commits", registry=r)
         self.commit_bytes = Counter("gazette_spool_commit_bytes_total", "Bytes committed", registry=r)

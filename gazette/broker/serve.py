@@ -10,12 +10,11 @@ from __future__ import annotations
 
 import asyncio
 import json
-import logging
 import os
 import signal
-import sys
 
 from gazette.broker.broker import Broker
+from gazette.logsetup import configure
 from gazette.tasks import dump_tasks
 
 LEASE_LOST_EXIT_CODE = 3
@@ -52,8 +51,8 @@ async def serve(broker: Broker) -> None:
         raise SystemExit(LEASE_LOST_EXIT_CODE)
 
 
-def run(broker: Broker, log_level: str = "WARNING") -> None:
-    logging.basicConfig(
-        level=log_level.upper(), stream=sys.stderr, format="%(asctime)s %(name)s %(levelname)s %(message)s"
-    )
+def run(broker: Broker, log_level: str | None = None, log_format: str | None = None) -> None:
+    """Serves until signalled, logging to stderr at `log_level` in `log_format` (gazette.logsetup;
+    None: as configured already, e.g. by `gazette --log-format`, else warning and text)."""
+    configure(log_level, log_format)
     asyncio.run(serve(broker))

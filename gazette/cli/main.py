@@ -1,7 +1,9 @@
 """The `gazette` command (this project's gazctl): journals, brokers, the local cluster and the demo.
 
 Listings print rich tables by default and `-o json|yaml` for machines. Errors print one line naming
-what was wrong and exit 1, never a traceback.
+what was wrong and exit 1 (a usage error, such as an unknown option, exits 2), never a traceback.
+`--log-format text|json|color` and `--log-level` (Gazette's `--log.format`, `--log.level` too, and
+LOG_FORMAT, LOG_LEVEL) set how processes log to stderr (gazette.logsetup).
 """
 
 from __future__ import annotations
@@ -11,7 +13,7 @@ import sys
 import time
 from enum import StrEnum
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 import typer
 import yaml
@@ -20,11 +22,21 @@ from rich.markup import escape
 from rich.measure import Measurement
 from rich.table import Table
 
-from gazette.cli.shards import TimeoutOpt, client_timeout, consumer_app, shards_app
-from gazette.protocol.errors import GazetteError
+from gazette.cli.shards import (
+    LogFormat,
+    LogFormatOpt,
+    LogLevelOpt,
+    TimeoutOpt,
+    client_timeout,
+    consumer_app,
+    shards_app,
+)
+from gazette.protocol.errors import GazetteError, ValidationError
 
 app = typer.Typer(no_args_is_help=True, add_completion=False, pretty_exceptions_enable=False, help="gazette-py: journals, brokers, local clusters.")
-journals_app = typer.Typer(no_args_is_help=True, help="List, apply, read, append, flush and prune journals.")
+journals_app = typer.Typer(
+    no_args_is_help=True, help="List, apply, edit, read, append, suspend, flush and prune journals."
+)
 broker_app = typer.Typer(no_args_is_help=True, help="Run a broker.")
 local_app = typer.Typer(no_args_is_help=True, help="A local cluster: etcd plus brokers.")
 app.add_typer(journals_app, name="journals")
@@ -57,6 +69,29 @@ class Output(StrEnum):
     table = "table"
     json = "json"
     yaml = "yaml"
+
+
+def _version_callback(value: bool) -> None:
+    if value:
+        from gazette import __version__
+
+        print(f"gazette {__version__}")
+        raise typer.Exit()
+
+
+@app.callback()
+def _root(
+    _version: bool = typer.Option(
+        False, "--version", callback=_version_callback, is_eager=True, help="Print the version and exit."
+    ),
+    log_format: LogFormat | None = LogFormatOpt,
+    log_level: str | None = LogLevelOpt,
+) -> None:
+    """gazette-py: journals, brokers, local clusters."""
+    if log_format is not None or log_level is not None:  # else commands keep Python's default (warnings)
+        from gazette.logsetup import configure
+
+        configure(log_level, log_format.value if log_format else None)
 
 
 def _client(
@@ -181,9 +216,21 @@ def _warn_storeless(names: list[str]) -> None:
 
 @journals_app.command("append")
 def journals_append(
-    journal: str = typer.Argument(..., help="Journal name."),
-    data: str | None = typer.Option(None, "--data", "-d", help="Content to append (default: stdin)."),
-    input_file: Path | None = typer.Option(None, "-i", "--input", help="File to append."),
+    journal: str | None = typer.Argument(None, help="Journal name (or select journals with -l)."),
+    selector: str = typer.Option(
+        "", "-l", "--selector", help='Append to journals of this selector (gazctl\'s -l), e.g. "name=a/b".'
+    ),
+    data: str | None = typer.Option(None, "--data", "-d", help="Content to append (default: the input)."),
+    input_file: str = typer.Option("-", "-i", "--input", help="Input file ('-' = stdin)."),
+    framing: str = typer.Option(
+        "none", "-f", "--framing", help="With -l: none (the whole input, one append), lines or fixed records."
+    ),
+    mapping: str = typer.Option(
+        "random", "-m", "--mapping",
+        help="With -l and records: random, or modulo|rendezvous of a partition key before each record, "
+        "or direct (a journal name before each record).",
+    ),  # fmt: skip
+    b64: bool = typer.Option(False, "--base64", help="Partition keys of lines framing are base64."),
     broker: str = BrokerOpt,
     etcd: str | None = EtcdOpt,
     auth_keys: str | None = AuthKeysOpt,
@@ -192,24 +239,46 @@ def journals_append(
     trusted_ca_file: str | None = TrustedCAFileOpt,
     timeout: float | None = TimeoutOpt,
 ) -> None:
-    """Append content atomically (the whole input as one append)."""
+    """Append content atomically: to JOURNAL, or as gazctl's `journals append -l` to a journal of a
+    selector (records mapped to its journals with --framing and --mapping; see gazette.cli.journal_io).
+    Input is read and mapped in full before anything is appended."""
+    from gazette.cli.journal_io import plan_appends
+
+    if bool(journal) == bool(selector):
+        raise ValidationError("append takes a journal or a selector (-l), exactly one of the two")
+    if journal and (framing != "none" or mapping != "random" or b64):
+        raise ValidationError("--framing, --mapping and --base64 go with a selector (-l), not a journal name")
     if data is not None:
         content = data.encode()
-    elif input_file is not None:
-        content = input_file.read_bytes()
+    elif input_file != "-":
+        content = Path(input_file).read_bytes()
     else:
         content = sys.stdin.buffer.read()
     with _client(broker, etcd, timeout, auth_keys, cert_file, cert_key_file, trusted_ca_file) as c:
-        res = c.append(journal, content)
-    console.print(f"appended [{res.begin}, {res.end}) sha1 {res.sha1}")
+        plan = {journal: [content]} if journal else plan_appends(c, selector, content, framing, mapping, b64)
+        for name, records in plan.items():
+            res = c.append(name, records)
+            where = f"{name} " if selector else ""
+            console.print(f"appended {where}[{res.begin}, {res.end}) sha1 {res.sha1}", soft_wrap=True, markup=False)
 
 
 @journals_app.command("read")
 def journals_read(
-    journal: str = typer.Argument(...),
+    journal: str | None = typer.Argument(None, help="Journal name (or select journals with -l)."),
+    selector: str = typer.Option(
+        "", "-l", "--selector", help="Read every journal of this selector, multiplexed (gazctl's -l)."
+    ),
     offset: int = typer.Option(0, "--offset", help="Start offset (-1 = write head)."),
+    tail: bool = typer.Option(False, "--tail", help="Start at the write head (what --offsets does not give)."),
     block: bool = typer.Option(False, "--block", "-b", help="Keep waiting for new content."),
     end_offset: int | None = typer.Option(None, "--end-offset"),
+    output: str = typer.Option("-", "-o", "--output", help="Output file ('-' = stdout)."),
+    offsets_in: str | None = typer.Option(
+        None, "--offsets", help="JSON file of journal -> start offset (it must exist), as gazctl's."
+    ),
+    offsets_out: str | None = typer.Option(
+        None, "--offsets-out", help="Write each journal's final offset here (JSON) on exit, Ctrl-C included."
+    ),
     broker: str = BrokerOpt,
     etcd: str | None = EtcdOpt,
     auth_keys: str | None = AuthKeysOpt,
@@ -221,15 +290,101 @@ def journals_read(
         help="Give up when no content came for this many seconds (default 60; with --block never; 0: never).",
     ),  # fmt: skip
 ) -> None:
-    """Copy a journal's committed content to stdout."""
+    """Copy committed content to stdout (or -o): of JOURNAL, or as gazctl's `journals read -l` of every
+    journal of a selector (fully suspended ones skipped), concurrently, in whole chunks."""
+    from gazette.cli.journal_io import load_offsets, read_journals, save_offsets, stdout_or
+    from gazette.client.loop import default_loop
     from gazette.client.timeouts import USE_CLIENT_DEFAULT
+    from gazette.protocol.spec import SuspendLevel
 
+    if bool(journal) == bool(selector):
+        raise ValidationError("read takes a journal or a selector (-l), exactly one of the two")
     # A blocking read waits for ever unless --timeout is given (the client's default does not apply).
     read_timeout = USE_CLIENT_DEFAULT if timeout is None else client_timeout(timeout)
     with _client(broker, etcd, timeout, auth_keys, cert_file, cert_key_file, trusted_ca_file) as c:
-        for chunk in c.read(journal, offset, block=block, end_offset=end_offset, timeout=read_timeout):
-            sys.stdout.buffer.write(chunk.content)
-            sys.stdout.buffer.flush()
+        if journal:
+            names = [journal]
+        else:
+            infos = c.list_journals(selector)
+            names = [i.spec.name for i in infos if i.spec.suspend_level != SuspendLevel.FULL]
+            if not infos:
+                err_console.print(f'warning: no journals match selector "{selector}"', soft_wrap=True, markup=False)
+        given = load_offsets(offsets_in, offsets_out)
+        starts = {n: given.get(n, -1 if tail else offset) for n in names}
+        ended: dict[str, int] = {n: o for n, o in starts.items() if o >= 0}
+        out = stdout_or(output)
+        try:
+            default_loop().run(
+                read_journals(
+                    c.aio, starts, out, ended, block=block, end_offset=end_offset, timeout=read_timeout
+                )
+            )
+        finally:
+            if out is not sys.stdout.buffer:
+                out.close()
+            if offsets_out is not None:
+                save_offsets(offsets_out, {**given, **ended})
+
+
+@journals_app.command("edit")
+def journals_edit(
+    selector: str = typer.Option(..., "-l", "--selector", help='Journals to edit, e.g. "prefix=examples/".'),
+    broker: str = BrokerOpt,
+    etcd: str | None = EtcdOpt,
+    auth_keys: str | None = AuthKeysOpt,
+    cert_file: str | None = CertFileOpt,
+    cert_key_file: str | None = CertKeyFileOpt,
+    trusted_ca_file: str | None = TrustedCAFileOpt,
+    timeout: float | None = TimeoutOpt,
+) -> None:
+    """Edit journals in $EDITOR (as gazctl journals edit): the selected journals' YAML with revisions
+    is opened, and what is saved is applied. A failed apply opens the edits again with the error on
+    top; saving them unchanged (or empty) gives up."""
+    from gazette.cli.edit import edit_and_apply
+    from gazette.protocol.spec import dump_specs_yaml, load_specs_yaml
+
+    with _client(broker, etcd, timeout, auth_keys, cert_file, cert_key_file, trusted_ca_file) as c:
+        infos = c.list_journals(selector)
+        if not infos:
+            raise ValidationError(f'no journals match selector "{selector}"')
+
+        def apply(edited: str) -> str:
+            changes = load_specs_yaml(edited)
+            revision = c.apply_journals(changes)
+            _warn_storeless([ch.spec.name for ch in changes if not ch.delete and not ch.spec.stores])
+            return f"applied {len(changes)} change(s) at etcd revision {revision}"
+
+        edit_and_apply(dump_specs_yaml([(i.spec, i.mod_revision) for i in infos]), "journals", "a journal", apply, console)
+
+
+@journals_app.command("suspend")
+def journals_suspend(
+    selector: str = typer.Option(..., "-l", "--selector", help="Journals to suspend."),
+    force: bool = typer.Option(False, "-f", "--force", help="Suspend journals even if they have local fragments."),
+    broker: str = BrokerOpt,
+    etcd: str | None = EtcdOpt,
+    auth_keys: str | None = AuthKeysOpt,
+    cert_file: str | None = CertFileOpt,
+    cert_key_file: str | None = CertKeyFileOpt,
+    trusted_ca_file: str | None = TrustedCAFileOpt,
+    timeout: float | None = TimeoutOpt,
+) -> None:
+    """Suspend idle journals so they use fewer or no broker replicas (as gazctl journals suspend); an
+    append resumes them. Without --force, a journal whose content is not all persisted stays as it is."""
+    from gazette.cli.journal_io import suspend_journals
+    from gazette.client.loop import default_loop
+    from gazette.protocol.spec import SuspendLevel
+
+    with _client(broker, etcd, timeout, auth_keys, cert_file, cert_key_file, trusted_ca_file) as c:
+        infos = c.list_journals(selector)
+        if not infos:
+            raise ValidationError(f'no journals match selector "{selector}"')
+        names = [i.spec.name for i in infos if i.spec.suspend_level != SuspendLevel.FULL]
+        default_loop().run(suspend_journals(c.aio, names, force))
+        for info in c.list_journals(selector):
+            level = info.spec.suspend_level
+            state = "not suspended" if level == SuspendLevel.NONE else f"suspended ({level.name.lower()})"
+            console.print(f"{info.spec.name}: {state}", soft_wrap=True, markup=False)
 
 
 @journals_app.command("fragments")
@@ -352,7 +507,8 @@ def broker_serve(
     max_replication: int = typer.Option(9, "--max-replication"),
     exit_drain: float = typer.Option(60.0, "--exit-drain", help="seconds a SIGTERM waits for journals to move away"),
     spool_dir: str | None = typer.Option(None, "--spool-dir"),
-    log_level: str = typer.Option("WARNING", "--log-level"),
+    log_level: str | None = LogLevelOpt,
+    log_format: LogFormat | None = LogFormatOpt,
     auth_keys: str | None = typer.Option(
         None, "--auth-keys", envvar="BROKER_AUTH_KEYS",
         help="Base64 keys (whitespace or comma separated): every RPC must carry a token signed by one; "
@@ -407,6 +563,7 @@ def broker_serve(
             peer_tls=TLSConfig.of(peer_cert_file, peer_cert_key_file, peer_ca_file),
         ),
         log_level,
+        log_format.value if log_format else None,
     )
 
 
@@ -464,14 +621,36 @@ def demo(
     raise typer.Exit(0 if ok else 1)
 
 
+# click's exceptions, or those of the copy of click that newer typers carry: whichever typer raises.
+_CLICK: Any = sys.modules[typer.BadParameter.__module__]
+_NO_ARGS_IS_HELP: Any = getattr(_CLICK, "NoArgsIsHelpError", ())
+
+
+def _error(message: str, status: int) -> NoReturn:
+    """One line on stderr, whatever the message holds (newlines folded, and brackets, as in a journal
+    name "a/[/b]", shown as text rather than parsed as rich markup); then exits with `status`."""
+    err_console.print(f"[red]error:[/red] {escape(' '.join(message.split()))}", soft_wrap=True)
+    sys.exit(status)
+
+
 def main() -> None:
     try:
-        app()
+        status = app(standalone_mode=False)
+    except _NO_ARGS_IS_HELP as exc:  # a bare group: typer printed its help already
+        sys.exit(exc.exit_code)
+    except _CLICK.UsageError as exc:  # an unknown option, a bad value, a missing argument
+        where = f"{exc.ctx.command_path}: " if exc.ctx else ""
+        hint = f" (see {exc.ctx.command_path} --help)" if exc.ctx else ""
+        _error(f"{where}{exc.format_message().replace('Value error, ', '')}{hint}", exc.exit_code)
+    except _CLICK.ClickException as exc:
+        _error(exc.format_message(), exc.exit_code)
+    except typer.Abort:
+        _error("aborted", 1)
     except (GazetteError, OSError, ValueError) as exc:
-        # One line, whatever the message holds: newlines folded, and brackets (a journal name such
-        # as "a/[/b]") shown as text rather than parsed as rich markup.
-        err_console.print(f"[red]error:[/red] {escape(' '.join(str(exc).split()))}", soft_wrap=True)
-        sys.exit(1)
+        _error(str(exc), 1)
+    except KeyboardInterrupt:  # Ctrl-C ends a blocking read or a served process: no traceback
+        sys.exit(130)
+    sys.exit(status if isinstance(status, int) else 0)
 
 
 if __name__ == "__main__":

@@ -18,10 +18,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import os
-import subprocess
 import sys
-import tempfile
 from enum import StrEnum
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -78,6 +75,14 @@ TrustedCAFileOpt = typer.Option(
     None, "--trusted-ca-file", envvar="CONSUMER_TRUSTED_CA_FILE",
     help="CA (PEM) that https:// members' certificates must chain to (default: the system's roots).",
 )  # fmt: skip
+LogFormatOpt = typer.Option(
+    None, "--log-format", "--log.format", envvar="LOG_FORMAT",
+    help="How to log to stderr: text (the default), json (one object per line) or color.",
+)  # fmt: skip
+LogLevelOpt = typer.Option(
+    None, "--log-level", "--log.level", envvar="LOG_LEVEL",
+    help="Least level logged: trace, debug, info, warn(ing), error, fatal (default warning).",
+)  # fmt: skip
 LAG_STAT_TIMEOUT_S = 10.0  # `list --lag` gives up on a primary's Stat after this long
 
 
@@ -85,6 +90,14 @@ class Output(StrEnum):
     table = "table"
     json = "json"
     yaml = "yaml"
+
+
+class LogFormat(StrEnum):
+    """Gazette's --log.format choices (gazette.logsetup)."""
+
+    text = "text"
+    json = "json"
+    color = "color"
 
 
 def client_timeout(seconds: float | None) -> float | None:
@@ -311,28 +324,6 @@ def shards_apply(
     console.print(f"applied {len(changes)} change(s) at etcd revision {revision}")
 
 
-EDIT_HEADER = """\
-# Edit the shards below and save: they are applied when the editor exits (each "revision" makes its
-# change a compare-and-swap, so edits racing another writer fail rather than overwrite it).
-# Delete a shard with "delete: true". An empty file cancels; so does leaving it unchanged.
-"""
-
-
-def _without_header(text: str) -> str:
-    """`text` without its leading comment lines (the header, and a previous attempt's error)."""
-    lines = text.splitlines(keepends=True)
-    while lines and lines[0].startswith("#"):
-        lines.pop(0)
-    return "".join(lines)
-
-
-def _run_editor(path: str) -> None:
-    editor = os.environ.get("GAZ_EDITOR") or os.environ.get("EDITOR") or "vi"  # as gazctl picks it
-    proc = subprocess.run(["/bin/sh", "-c", f'{editor} "$0"', path])
-    if proc.returncode != 0:
-        raise ValidationError(f"the editor ({editor}) exited with status {proc.returncode}; nothing applied")
-
-
 @shards_app.command("edit")
 def shards_edit(
     selector: str = typer.Option(
@@ -351,37 +342,19 @@ def shards_edit(
     """Edit shards in $EDITOR (as gazctl shards edit): the selected shards' shardspace YAML with
     revisions is opened, and what is saved is applied. A failed apply opens the edits again with the
     error on top; saving them unchanged (or empty) gives up."""
+    from gazette.cli.edit import edit_and_apply
+
     with _client(consumer, etcd, root, timeout, auth_keys, cert_file, cert_key_file, trusted_ca_file) as c:
         infos = c.list_shards(selector)
         if not infos:
             raise ValidationError(f'no shards match selector "{selector}"')
-        body = dump_shards_yaml(infos)
-        error = ""
-        fd, path = tempfile.mkstemp(prefix="gazette-shards-edit-", suffix=".yaml")
-        os.close(fd)
-        try:
-            while True:
-                notice = "".join(f"# {line}\n" for line in f"Apply failed: {error}".splitlines() if error)
-                Path(path).write_text(EDIT_HEADER + notice + body)
-                _run_editor(path)
-                edited = _without_header(Path(path).read_text())
-                if not edited.strip():
-                    console.print("Cancelled; empty file.")
-                    return
-                if edited == body:
-                    why = "no changes to invalid file." if error else "nothing to do."
-                    console.print(f"Cancelled; {why}")
-                    return
-                try:
-                    changes = load_shards_yaml(edited)
-                    revision = apply_changes(c, changes, max_txn_size)
-                except GazetteError as exc:
-                    body, error = edited, str(exc)
-                    continue
-                console.print(f"applied {len(changes)} change(s) at etcd revision {revision}")
-                return
-        finally:
-            os.unlink(path)
+
+        def apply(edited: str) -> str:
+            changes = load_shards_yaml(edited)
+            revision = apply_changes(c, changes, max_txn_size)
+            return f"applied {len(changes)} change(s) at etcd revision {revision}"
+
+        edit_and_apply(dump_shards_yaml(infos), "shards", "a shard", apply, console)
 
 
 def _offsets(pairs: list[str]) -> dict[str, int]:
@@ -491,7 +464,8 @@ def shards_inspect(
     root: str | None = RootOpt,
     timeout: float | None = TimeoutOpt,
 ) -> None:
-    """Print the primary's last committed checkpoint, sequencer state and recent transactions (JSON)."""
+    """Print the primary's last committed checkpoint, sequencer state, recent transactions and side
+    effects (committing, committed but unpublished, published, pending cleanup; null without any) as JSON."""
     with _client(consumer, etcd, root, timeout, auth_keys, cert_file, cert_key_file, trusted_ca_file) as c:
         ins = c.inspect(shard)
     doc = {
@@ -504,6 +478,7 @@ def shards_inspect(
         "transactions": [dataclasses.asdict(t) for t in ins.transactions],
         "read_through": ins.read_through,
         "publish_at": ins.publish_at,
+        "side_effects": ins.side_effects.to_dict() if ins.side_effects is not None else None,
     }
     print(json.dumps(doc, indent=2))
 
@@ -566,7 +541,6 @@ def _etcd_errors(etcd: str, fn: Any) -> Any:
     """`fn()`, with etcd client failures turned into one-line GazetteErrors naming the endpoint."""
     import aetcd
 
-    from gazette.protocol.errors import GazetteError
     from gazette.protocol.status import Status
 
     try:
@@ -675,11 +649,15 @@ def consumer_run(
     port: int = typer.Option(
         0, "--port", help="Shard service port; 0 picks a free one (reported on stdout)."
     ),
+    metrics_port: int = typer.Option(
+        0, "--metrics-port", help="Serve Prometheus /metrics over HTTP here; 0 picks a free one (reported on stdout)."
+    ),
     shard_limit: int = typer.Option(1024, "--shard-limit"),
     lease_ttl: int = typer.Option(20, "--lease-ttl"),
     max_hot_standbys: int = typer.Option(3, "--max-hot-standbys"),
     exit_drain: float = typer.Option(30.0, "--exit-drain", help="seconds a SIGTERM waits for shards to move"),
-    log_level: str = typer.Option("WARNING", "--log-level"),
+    log_level: str | None = LogLevelOpt,
+    log_format: LogFormat | None = LogFormatOpt,
     auth_keys: str | None = typer.Option(
         None, "--auth-keys", envvar="CONSUMER_AUTH_KEYS",
         help="Base64 keys (whitespace or comma separated): every Shard RPC must carry a token signed by one.",
@@ -721,8 +699,9 @@ def consumer_run(
     consumer = Consumer(
         app, etcd, broker, root=root, zone=zone, suffix=suffix, shard_limit=shard_limit, lease_ttl_s=lease_ttl,
         max_hot_standbys=max_hot_standbys, exit_drain_s=exit_drain, host=host, port=port, advertise=advertise,
+        metrics_port=metrics_port,
         auth_keys=auth_keys, server_tls=TLSConfig.of(server_cert_file, server_cert_key_file, server_ca_file),
         peer_tls=TLSConfig.of(peer_cert_file, peer_cert_key_file, peer_ca_file), broker_auth_keys=broker_auth_keys,
         broker_tls=TLSConfig.of(broker_cert_file, broker_cert_key_file, broker_trusted_ca_file),
     )  # fmt: skip
-    run(consumer, log_level)
+    run(consumer, log_level, log_format.value if log_format else None)

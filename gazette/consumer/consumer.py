@@ -5,7 +5,8 @@ endpoint) under an etcd lease, runs the generic Allocator with the shard adapter
 for each assignment it holds, stopping those it loses. Replica statuses are CAS writes reduced with
 the stored value. Every value is Gazette's protobuf message (gazette.consumer.allocation). Each member
 serves Gazette's consumer.Shard gRPC service, and gazette-py's gazette_py.Shards (Inspect) beside it
-(gazette.consumer.service), at `endpoint`, which it announces.
+(gazette.consumer.service), at `endpoint`, which it announces, and its Prometheus metrics
+(gazette.consumer.metrics) at `metrics_endpoint`, as a broker does.
 `stop(graceful=False)` is a crash: nothing is drained and the lease is left to expire.
 """
 
@@ -35,6 +36,7 @@ from gazette.consumer.allocation import (
     shard_adapter,
 )
 from gazette.consumer.application import Application
+from gazette.consumer.metrics import ConsumerMetrics
 from gazette.consumer.service import InspectService, ShardService
 from gazette.consumer.shard import Shard
 from gazette.consumer.spec import MAX_HOT_STANDBYS_DEFAULT, ShardSpec
@@ -43,6 +45,7 @@ from gazette.consumer.transaction import Hooks
 from gazette.keyspace import layout
 from gazette.keyspace.etcd import connect, txn
 from gazette.keyspace.keyspace import KeySpace
+from gazette.metrics import MetricsServer
 from gazette.protocol import gazette_py_pb2_grpc, shard_pb2_grpc
 from gazette.protocol.endpoints import GRPC_MESSAGE_OPTIONS, GRPC_SERVER_KEEPALIVE_OPTIONS, advertised_host
 from gazette.protocol.validate import validate_suffix, validate_zone
@@ -74,6 +77,7 @@ class Consumer:
         hooks: Hooks | None = None,
         host: str = "127.0.0.1",
         port: int = 0,
+        metrics_port: int | None = 0,
         advertise: str | None = None,
         auth_keys: KeyedAuth | str | None = None,
         server_tls: TLSConfig | None = None,
@@ -84,7 +88,8 @@ class Consumer:
         """Security, as Gazette's consumer flags: `auth_keys` (--consumer.auth-keys) makes every
         Shard RPC require a signed token and signs calls proxied to other members; `server_tls`
         serves over TLS (https:// endpoint); `peer_tls` is presented to and trusts other members;
-        `broker_auth_keys` and `broker_tls` (--broker.*) are those of this member's journal client."""
+        `broker_auth_keys` and `broker_tls` (--broker.*) are those of this member's journal client.
+        `metrics_port` serves /metrics over HTTP on `host` (0: a free port; None: not served)."""
         if not isinstance(app, Application):
             raise TypeError(f"{app!r} is not a gazette.consumer.Application")
         self.app = app
@@ -112,6 +117,10 @@ class Consumer:
         self.broker_tls = broker_tls
         self.port = port
         self.endpoint = ""  # http://advertise:port of the Shard service, once started
+        self.metrics_port = metrics_port
+        self.metrics = ConsumerMetrics(lambda: self.shards.values())
+        self.metrics_endpoint = ""  # http://advertise:port/metrics, once started (if served)
+        self._metrics_server: MetricsServer | None = None
         self.member_key = layout.member_key(self.root, self.zone, self.suffix)
         self.shards: dict[str, Shard] = {}
         self.stopped = asyncio.Event()
@@ -158,6 +167,9 @@ class Consumer:
         )  # fmt: skip
         self.allocator.start()
         await self._server.start()
+        if self.metrics_port is not None:
+            self._metrics_server = MetricsServer(self.metrics.registry, self.host, self.metrics_port)
+            self.metrics_endpoint = f"http://{self.advertise}:{self._metrics_server.port}/metrics"
         self._tasks.append(
             asyncio.create_task(self._reconcile_loop(), name=f"consumer {self.suffix} reconcile")
         )
@@ -200,6 +212,8 @@ class Consumer:
         await self.ks.stop()
         await self.session.close(revoke=graceful)
         await self.client.close()
+        if self._metrics_server is not None:
+            self._metrics_server.close()
         await self.etcd.close()
         self.stopped.set()
 

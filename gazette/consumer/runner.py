@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import json
 import logging
 import os
 import shutil
@@ -57,6 +58,7 @@ class _Member:
     zone: str
     suffix: str = ""
     endpoint: str = ""
+    metrics: str = ""  # its /metrics URL
     consumer: Consumer | None = None
     proc: subprocess.Popen | None = None
     log_path: str = ""
@@ -261,7 +263,7 @@ class ConsumerGroup:
                 broker_auth_keys=self.security.auth_keys, broker_tls=self.security.client_tls,
             )  # fmt: skip
             self._loop.run(_started(consumer), timeout=START_TIMEOUT_S)
-            m.consumer, m.endpoint = consumer, consumer.endpoint
+            m.consumer, m.endpoint, m.metrics = consumer, consumer.endpoint, consumer.metrics_endpoint
         else:
             self._spawn(m)
         m.stopped = False
@@ -341,7 +343,7 @@ class ConsumerGroup:
             with open(m.log_path, errors="replace") as f:
                 tail = f.read()[-2000:]
             raise GazetteError(Status.OK, f"consumer {m.suffix} did not start; its log ends with:\n{tail}")
-        m.endpoint = ready["endpoint"]
+        m.endpoint, m.metrics = ready["endpoint"], ready.get("metrics", "")
 
     def stop(self, i: int, graceful: bool = True) -> None:
         """Stops member `i`: gracefully (its shards move first; SIGTERM for a subprocess), or as a crash
@@ -381,6 +383,10 @@ class ConsumerGroup:
     def endpoint(self, i: int) -> str:
         """Where member `i` serves the Shard service."""
         return self._member(i).endpoint
+
+    def metrics(self, i: int) -> str:
+        """The URL of member `i`'s Prometheus metrics (http://host:port/metrics)."""
+        return self._member(i).metrics
 
     def close(self) -> None:
         """Stops every member at once (so none waits to hand its shards to another exiting one)."""
@@ -439,6 +445,11 @@ def _exit_reason(returncode: int, log_path: str) -> str:
     except OSError:
         tail = ""
     for line in reversed(tail.splitlines()):
+        if line.startswith("{"):  # --log-format json: the exit line is the "msg" of a JSON object
+            try:
+                line = str(json.loads(line).get("msg", ""))
+            except (ValueError, AttributeError):
+                continue
         if line.startswith(EXIT_LINE_PREFIX):
             return line[len(EXIT_LINE_PREFIX) :].split(": ", 1)[-1] + f" (exit status {returncode})"
     if returncode < 0:

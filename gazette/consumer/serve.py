@@ -2,7 +2,7 @@
 
 The application is `module:Class` (instantiated with keyword arguments from JSON) or a file of
 cloudpickle bytes (`pickle_application`, what LocalCluster.run_consumer writes). When ready the process
-prints one JSON line to stdout ({"endpoint", "zone", "suffix", "root", "pid"}), as `gazette broker
+prints one JSON line to stdout ({"endpoint", "metrics", "zone", "suffix", "root", "pid"}), as `gazette broker
 serve` does. SIGTERM or SIGINT stop it gracefully (its shards move first); a lost lease ends it with
 LEASE_LOST_EXIT_CODE. Whatever ends it, its last line on stderr says why and with which status
 (EXIT_LINE_PREFIX ...), for people and for supervisors reading its log.
@@ -21,8 +21,10 @@ import types
 from collections.abc import Mapping
 from typing import Any
 
+from gazette import logsetup
 from gazette.consumer.application import Application
 from gazette.consumer.consumer import Consumer
+from gazette.logsetup import configure
 from gazette.protocol.errors import ValidationError
 from gazette.tasks import dump_tasks
 
@@ -156,6 +158,7 @@ async def serve(consumer: Consumer) -> None:
     await consumer.start()
     ready = {
         "endpoint": consumer.endpoint,
+        "metrics": consumer.metrics_endpoint,
         "zone": consumer.zone,
         "suffix": consumer.suffix,
         "root": consumer.root,
@@ -195,18 +198,17 @@ async def serve(consumer: Consumer) -> None:
 
 
 def say_exit(consumer: Consumer, status: int, why: str) -> None:
-    """The member's last word on stderr: one line with its id, exit status and why it stops."""
-    print(
-        f"{EXIT_LINE_PREFIX}{consumer.zone}#{consumer.suffix} of {consumer.root} exits with status {status}: {why}",
-        file=sys.stderr,
-        flush=True,
-    )
+    """The member's last word on stderr: one line with its id, exit status and why it stops (with
+    --log-format json, a JSON object whose "msg" is that line)."""
+    text = f"{EXIT_LINE_PREFIX}{consumer.zone}#{consumer.suffix} of {consumer.root} exits with status {status}: {why}"
+    level = logging.INFO if status == 0 else logging.ERROR
+    print(logsetup.line(level, text, __name__, status=status), file=sys.stderr, flush=True)
 
 
-def run(consumer: Consumer, log_level: str = "WARNING") -> None:
-    logging.basicConfig(
-        level=log_level.upper(), stream=sys.stderr, format="%(asctime)s %(name)s %(levelname)s %(message)s"
-    )
+def run(consumer: Consumer, log_level: str | None = None, log_format: str | None = None) -> None:
+    """Serves until signalled, logging to stderr at `log_level` in `log_format` (gazette.logsetup;
+    None: as configured already, e.g. by `gazette --log-format`, else warning and text)."""
+    configure(log_level, log_format)
     try:
         asyncio.run(serve(consumer))
     except (SystemExit, KeyboardInterrupt):

@@ -162,6 +162,7 @@ class TransactionLoop:
         )
         self._get: asyncio.Task[Any] | None = None
         self._readers: list[asyncio.Task[None]] = []
+        self.sources: list[ReadUncommitted] = []  # one read of each source journal (metrics' lag)
         self._carry: _Chunk | None = None  # a chunk a deferral interrupted: finished first next time
         self._deferred: Envelope | None = None  # the envelope deferred to the next transaction
         self._txn_messages = 0  # envelopes consumed by the open transaction (0: none open)
@@ -259,6 +260,7 @@ class TransactionLoop:
         for source in self.shard.spec.sources:
             offset = max(offsets.get(source.journal, 0), source.min_offset)
             reader = ReadUncommitted(self.shard.client, source.journal, offset, block=True)
+            self.sources.append(reader)
             self._readers.append(asyncio.create_task(self._read(reader), name=f"shard {self.shard.id} read"))
 
     async def _read(self, reader: ReadUncommitted) -> None:
@@ -484,8 +486,21 @@ class TransactionLoop:
             gate.set_result(None)
 
     def _finished(self, txn: _Txn) -> None:
+        self._record_metrics(txn)
         self.transactions += 1
         self.last_committed = txn.checkpoint
         self.publish_at.update(txn.publish_at)
         self.timings.append(txn.timing())
         self._progress(txn.checkpoint.read_through)
+
+    def _record_metrics(self, txn: _Txn) -> None:
+        """Counts the completed `txn` in the member's metrics (gazette.consumer.metrics); its bytes are
+        how far its read-through offsets moved."""
+        before = {r.journal: r.offset for r in self.sources} | self.last_committed.read_through
+        after = txn.checkpoint.read_through
+        timing = txn.timing()
+        self.shard.consumer.metrics.transaction_completed(
+            self.shard.fqn, messages=txn.messages, read_through=after,
+            read_bytes=sum(max(end - before.get(j, end), 0) for j, end in after.items()),
+            consume_s=timing.consume_s, commit_s=timing.commit_s, ack_s=timing.ack_s,
+        )  # fmt: skip

@@ -104,6 +104,7 @@ class ReadUncommitted:
         self.strict = strict
         self.framing = framing
         self.spec: JournalSpec | None = None  # the listed spec, once looked up
+        self.write_head = 0  # the journal's write head as the read's last metadata response gave it
         self._framing_options = dict(framing_options or {})
         self._sync: Iterator[Envelope] | None = None
         self._async: AsyncIterator[Envelope] | None = None
@@ -159,6 +160,7 @@ class ReadUncommitted:
                 decoder = framing.decoder(journal, chunk.offset)
             content = chunk.content
             expect = chunk.offset + len(content)
+            self.write_head = max(self.write_head, chunk.write_head)
             envs, err = self._feed(decoder, content)
             if envs:
                 yield envs
