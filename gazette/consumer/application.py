@@ -1,4 +1,4 @@
-"""Application: what a consumer application implements (reference 7.1).
+"""Application: what a consumer application implements (docs/semantics.md#consumer-applications).
 
 Every method runs on its shard's worker thread (one per shard, so a shard's calls never overlap and
 may block, e.g. on SQL); never on the event loop. `consume_message` sees every read-committed
@@ -9,6 +9,7 @@ method fails the shard (status FAILED, with the error stored in its assignment).
 from __future__ import annotations
 
 import concurrent.futures
+from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from gazette.message.envelope import Envelope
@@ -21,8 +22,9 @@ if TYPE_CHECKING:
 
 class DeferToNextTransaction(Exception):
     """Raise from `consume_message` to end the current transaction before this envelope: it is
-    delivered again, first, in the next transaction (reference 7.1 ErrDeferToNextTransaction).
-    Raising it on a transaction's first envelope fails the shard (it would never progress)."""
+    delivered again, first, in the next transaction (Gazette's ErrDeferToNextTransaction;
+    docs/semantics.md#consumer-applications). Raising it on a transaction's first envelope fails the shard (it
+    would never progress)."""
 
 
 class Application:
@@ -35,6 +37,13 @@ class Application:
 
     def new_message(self, spec: Any) -> Any:
         """Unused by the JSON, CSV and fixed framings, which build their own messages; kept for API parity."""
+        return None
+
+    def source_framing_options(self, journal: str) -> Mapping[str, Any] | None:
+        """Options of the framing that decodes source `journal` (as `ReadUncommitted(framing_options=)`),
+        None for the defaults of its content type. Where a Go application's message type puts the UUID
+        elsewhere, say so here: e.g. `{"uuid_pointer": "/UUID"}` for Gazette's examples, whose
+        messages keep it at the top level. Called once per source when a transaction loop starts."""
         return None
 
     def consume_message(self, shard: Shard, store: Store, env: Envelope, pub: Publisher) -> None:

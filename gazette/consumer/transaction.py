@@ -1,4 +1,5 @@
-"""The primary's transaction loop (reference 7.4): read committed, consume, checkpoint, commit, ACK.
+"""The primary's transaction loop (docs/semantics.md#transaction-loop): read committed, consume, checkpoint,
+commit, ACK.
 
 Source readers decode each journal into a queue; one Sequencer turns those into committed envelopes.
 A transaction consumes until nothing is ready once `min_txn_duration` has passed (or until
@@ -63,7 +64,8 @@ _COMMITS = frozenset(
 class Hooks:
     """Fault-injection points for tests. `ack_gate(shard, checkpoint)` runs once a transaction's store
     commit succeeded; returning False holds its ACK appends forever (a crash between commit and ACK).
-    `publish_clock_delta_s` shifts the shard clock (reference 7.4 PublishClockDelta)."""
+    `publish_clock_delta_s` shifts the shard clock (Gazette's PublishClockDelta,
+    docs/semantics.md#transaction-loop)."""
 
     ack_gate: Callable[[Shard, ConsumerCheckpoint], bool] | None = None
     publish_clock_delta_s: float = 0.0  # added to the shard clock's time at each transaction's start
@@ -147,8 +149,8 @@ class TransactionLoop:
         self.sequencer = Sequencer.from_checkpoint(
             checkpoint.sequencer, ring_size=shard.spec.effective_ring_buffer_size
         )
-        # The shard's clock (reference 7.4): its publisher never moves it; each transaction moves
-        # it to the wall time at its beginning (plus `hooks.publish_clock_delta_s`).
+        # The shard's clock (docs/semantics.md#transaction-loop): its publisher never moves it; each
+        # transaction moves it to the wall time at its beginning (plus `hooks.publish_clock_delta_s`).
         self.clock = Clock.now()
         self.publisher = Publisher(shard.client, service=shard.service, clock=self.clock)
         self.transactions = 0  # committed and acknowledged
@@ -195,8 +197,8 @@ class TransactionLoop:
         done.set_result(None)
 
     def _publish_idle_progress(self) -> None:
-        """Reference 7.4: with no transaction open, outcomes that commit nothing (duplicates,
-        rollbacks, open spans) still move the read-through, so a Stat does not hang on them."""
+        """With no transaction open (docs/semantics.md#transaction-loop), outcomes that commit nothing
+        (duplicates, rollbacks, open spans) still move the read-through, so a Stat does not hang on them."""
         if not self.sequencer.dequeuing:
             offsets = self.sequencer.offsets
             if offsets != self.shard.read_through:
@@ -243,7 +245,8 @@ class TransactionLoop:
             await asyncio.sleep(effects.cleanup_interval_s)
 
     async def _append_restored_intents(self) -> None:
-        """Reference 7.4 startup: the restored transaction committed, so its ACKs must land."""
+        """At startup (docs/semantics.md#transaction-loop) the restored transaction committed, so its ACKs
+        must land."""
         service = self.shard.service
         pending = [(j, service.append(j, ack)) for j, ack in self.restored.ack_intents.items()]
         for journal, future in pending:
@@ -259,7 +262,10 @@ class TransactionLoop:
         offsets = self.sequencer.offsets
         for source in self.shard.spec.sources:
             offset = max(offsets.get(source.journal, 0), source.min_offset)
-            reader = ReadUncommitted(self.shard.client, source.journal, offset, block=True)
+            reader = ReadUncommitted(
+                self.shard.client, source.journal, offset, block=True,
+                framing_options=self.app.source_framing_options(source.journal),
+            )  # fmt: skip
             self.sources.append(reader)
             self._readers.append(asyncio.create_task(self._read(reader), name=f"shard {self.shard.id} read"))
 

@@ -8,6 +8,8 @@ import time
 from collections import Counter
 from typing import Any
 
+from waiting import wait_for
+
 from gazette.consumer import (
     Application,
     ConsumerCheckpoint,
@@ -20,6 +22,7 @@ from gazette.consumer import (
 )
 from gazette.examples import wordcount
 from gazette.message import Envelope, Publisher
+from gazette.message.framing import framing_for
 from gazette.protocol.spec import JournalSpec
 
 JSON = {"content-type": "application/x-ndjson"}
@@ -164,3 +167,54 @@ def test_word_count_example_run_with_a_crash(cluster, tmp_path) -> None:
     for w, n in wordcount.read_counts(client):
         by_word.setdefault(w, []).append(n)
     assert by_word == {w: list(range(1, n + 1)) for w, n in Counter(words).items()}
+
+
+class CollectGoFramed(Application):
+    """Records the committed messages of sources whose UUID is at /UUID (as Gazette's Go examples frame
+    them), saying so with `source_framing_options`."""
+
+    def __init__(self) -> None:
+        self.seen: list[int] = []
+        self.lock = threading.Lock()
+
+    def source_framing_options(self, journal: str) -> dict[str, Any]:
+        return {"uuid_pointer": "/UUID"}
+
+    def new_store(self, shard: Shard, recorder: Any) -> MemoryStore:
+        return MemoryStore()
+
+    def consume_message(self, shard: Shard, store: Any, env: Envelope, pub: Publisher) -> None:
+        if not env.is_ack:
+            with self.lock:
+                self.seen.append(env.message["n"])
+
+
+def test_sources_are_decoded_with_the_applications_framing_options(cluster) -> None:
+    """Messages with their UUID at the top level (/UUID): committed ones are consumed once each, those of
+    a transaction never committed are not, and ACKs are not taken for messages."""
+    journal = "tests/go-framed/part-000"
+    client = cluster.client()
+    client.apply_journals([JournalSpec(name=journal, replication=1, labels=JSON)])
+    cluster.wait_for_routes()
+    go_json = {JSON["content-type"]: framing_for(JSON["content-type"], uuid_pointer="/UUID")}
+    committed = Publisher(client, framings=go_json)
+    never_committed = Publisher(client, framings=go_json)
+    committed.publish_committed(journal, {"n": 0})
+    never_committed.publish_uncommitted(journal, {"n": 99})
+    never_committed.flush()
+    for n in (1, 2):
+        committed.publish_committed(journal, {"n": n})
+    committed.flush()
+    raw = client.read_all(journal).splitlines()
+    assert all(b'"UUID"' in line and b"_meta" not in line for line in raw)
+
+    app = CollectGoFramed()
+    group = cluster.run_consumer(app, [ShardSpec("go-framed-000", [journal], max_txn_duration="50ms")])
+    group.wait_for_primaries()
+    wait_for("the three committed messages consumed", lambda: len(app.seen) >= 3, 60)
+    committed.publish_committed(journal, {"n": 3})  # one more after: nothing of 99 came before it
+    committed.flush()
+    wait_for("the fourth committed message consumed", lambda: len(app.seen) >= 4, 60)
+    assert app.seen == [0, 1, 2, 3]
+    for pub in (committed, never_committed):
+        pub.close()
