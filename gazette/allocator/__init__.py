@@ -1,4 +1,5 @@
-"""Assignment of items (journals, later shards) to members (brokers, consumers) through etcd (ref. 5).
+"""Assignment of items (journals, later shards) to members (brokers, consumers) through etcd
+(docs/semantics.md#allocation).
 
 Members announce themselves under a lease (`announce`); every member runs an `Allocator`, whose
 leader solves a min-cost max-flow (`flow`) and converges assignment keys toward it in guarded

@@ -1,4 +1,4 @@
-"""Allocator: the leader loop every member runs (reference 5.3).
+"""Allocator: the leader loop every member runs (docs/semantics.md#allocator-leader-loop).
 
 Each round reads a State from the KeySpace. The leader (lowest member CreateRevision) re-solves the
 flow network only when the network hash changed, then commits one converge step in guarded, batched

@@ -1,4 +1,5 @@
-"""Member sessions (reference 5.2): an etcd lease kept alive, and the member key announced under it.
+"""Member sessions (docs/semantics.md#member-sessions): an etcd lease kept alive, and the member key announced
+under it.
 
 `Session` owns the lease and its keep-alive task and reports the lease's loss (callbacks and
 `wait_lost`). `announce` puts the member key under the lease, or waits for a predecessor's key (a

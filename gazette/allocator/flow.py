@@ -1,4 +1,5 @@
-"""The desired assignment as a min-cost maximum flow (reference 5.1, 5.3), solved with networkx.
+"""The desired assignment as a min-cost maximum flow (docs/semantics.md#allocation-goals,
+#allocator-leader-loop), solved with networkx.
 
 source -> item (R) -> zone-item (zone spread tiers) -> member (1, cheaper if current) -> sink (fair
 share, then the rest of the effective limit). Costs are lexicographic, most important first: assign

@@ -15,7 +15,7 @@ from gazette.allocator.state import AllocatorAdapter, Assignment
 from gazette.protocol import broker_pb2 as pb
 from gazette.protocol.spec import JournalSpec, SuspendLevel
 
-# The broker's --max-replication default (reference 1.2).
+# The broker's --max-replication default (docs/semantics.md#journal-specs).
 DEFAULT_MAX_REPLICATION = 9
 
 
@@ -71,7 +71,8 @@ def journal_assignment_is_consistent(
 
 def journal_is_consistent(assignments: Sequence[Assignment]) -> bool:
     """Whether every assignment of one journal stores the route its assignment keys give (true when
-    there are none): what a primary establishes after syncing its pipeline (reference 12.2)."""
+    there are none): what a primary establishes after syncing its pipeline
+    (docs/semantics.md#route-consistency)."""
     route = assignments_route(assignments)
     return all(a.value is not None and route_equivalent(a.value, route) for a in assignments)
 

@@ -1,4 +1,5 @@
-"""State: one KeySpace snapshot decoded into members, items and assignments (reference 5.1, 5.2).
+"""State: one KeySpace snapshot decoded into members, items and assignments
+(docs/semantics.md#allocation-goals, #member-sessions).
 
 Generic over what items and members are: an `AllocatorAdapter` maps decoded values to a desired
 replication, an item limit, an exiting flag and assignment consistency. Imports keyspace only. The

@@ -1,4 +1,5 @@
-"""Batched, guarded etcd transactions for the allocator's checkpoints (reference 5.3).
+"""Batched, guarded etcd transactions for the allocator's checkpoints
+(docs/semantics.md#allocator-leader-loop).
 
 Checkpoints are grouped into transactions of at most MAX_TXN_OPS compares and ops (etcd's default
 --max-txn-ops), each also carrying fixed compares (the leader's own member key, unchanged). A

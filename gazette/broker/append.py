@@ -1,4 +1,5 @@
-"""The Append RPC: the append FSM of reference 4.1 with every state, over a replication Pipeline.
+"""The Append RPC: the append FSM (docs/semantics.md#append-fsm) with every state, over a replication
+Pipeline.
 
 Resolve -> AcquirePipeline -> StartPipeline -> SendPipelineSync <-> RecvPipelineSync ->
 UpdateAssignments -> AwaitDesiredReplicas -> ValidatePreconditions (-> UpdateSuspend) ->
@@ -54,7 +55,8 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-# Appends wait for an unhealthy primary store through this many failed checks (reference 2.6).
+# Appends wait for an unhealthy primary store through this many failed checks
+# (docs/semantics.md#fragment-stores).
 STORE_HEALTH_MAX_FAILED_CHECKS = 5
 # A primary whose replica is not yet built (the reconcile lags the KeySpace) re-resolves after this.
 REPLICA_WAIT_S = 0.02
@@ -92,6 +94,11 @@ class State(enum.Enum):
 
 
 class AppendFSM:
+    """One Append RPC (or pulse, or Flush) at this broker, as Gazette's append state machine
+    (docs/semantics.md#append-fsm). Each `_on_<state>` handler checks one thing and sets the next
+    `state`; `run` drives it over the client's content stream and `response` gives the reply.
+    While it owns the replica's pipeline slot no other append can send; it hands the send side back
+    before reading acknowledgements, so consecutive appends overlap."""
     def __init__(
         self, broker: Broker, req: pb.AppendRequest, *, force_roll: bool = False, claims: Claims | None = None
     ) -> None:
@@ -160,12 +167,16 @@ class AppendFSM:
         return self.state
 
     def return_pipeline(self) -> None:
+        """Puts the pipeline (or None, if it was dropped) back in the replica's slot if this FSM
+        holds it, so the next append can send; a no-op otherwise."""
         if self.owns_pipeline and self.replica is not None:
             self.replica.pipeline_slot.put_nowait(self.pln)
             self.owns_pipeline = False
             self.pln = None
 
     def response(self) -> pb.AppendResponse:
+        """The AppendResponse of the finished FSM: status, header, registers where the status
+        carries them, and on success the commit fragment of just this client's bytes."""
         assert self.res is not None
         resp = pb.AppendResponse(status=to_pb(self.status), header=self.res.header, total_chunks=self.total_chunks)
         if self.status in (Status.OK, Status.REGISTER_MISMATCH, Status.WRONG_APPEND_OFFSET, Status.INDEX_HAS_GREATER_OFFSET):

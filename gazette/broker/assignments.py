@@ -1,8 +1,9 @@
-"""Etcd writes a primary makes on its journal's behalf (reference 4.1 UpdateAssignments, UpdateSuspend).
+"""Etcd writes a primary makes on its journal's behalf (UpdateAssignments, UpdateSuspend:
+docs/semantics.md#append-fsm).
 
 After a pipeline sync the primary advertises the route in every assignment value (consistency, which
-lets the allocator finish migrations: reference 12, item 2); suspension changes rewrite the spec.
-Both are single transactions guarded by the mod revisions they were computed from.
+lets the allocator finish migrations: docs/semantics.md#route-consistency); suspension changes rewrite the
+spec. Both are single transactions guarded by the mod revisions they were computed from.
 """
 
 from __future__ import annotations

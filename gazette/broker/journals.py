@@ -1,4 +1,5 @@
-"""List, Apply, ListFragments and Flush RPCs: the journal-space operations of reference 3.3, 3.4, 3.8.
+"""List, Apply, ListFragments and Flush RPCs: the journal-space operations
+(docs/semantics.md#list-apply-and-listfragments).
 
 List and Apply read and write JournalSpecs under `<root>/items/`; Apply is one etcd transaction of
 compare-and-swaps on mod revisions and responds only once this broker's KeySpace observed it.

@@ -1,4 +1,4 @@
-"""Prometheus metrics of one broker (names of reference 10.1), on a per-broker registry.
+"""Prometheus metrics of one broker (names as in docs/semantics.md#metrics), on a per-broker registry.
 
 A registry per broker keeps several in-process brokers (LocalCluster inprocess mode) apart. What only
 ever increases is a Counter; gazette.metrics serves the registry (and exposes the two "..._totals"

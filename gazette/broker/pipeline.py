@@ -1,4 +1,4 @@
-"""Pipeline: the in-flight replication pipeline of one journal at its primary (reference 4.2).
+"""Pipeline: the in-flight replication pipeline of one journal at its primary (docs/semantics.md#pipeline).
 
 It holds the primary's Spool and one long-lived Replicate stream to every other member of the route.
 `scatter` sends a request to every peer and applies it to the local spool; acknowledgements are read
@@ -34,6 +34,11 @@ def member_name(m: pb.ProcessSpec.ID) -> str:
 
 
 class Pipeline:
+    """The primary's replication pipeline for one journal: its spool plus one Replicate stream per
+    other route member (docs/semantics.md#pipeline). Holding it means holding every replica's
+    spool, so a synced pipeline is the journal's write lock. Built by the append FSM in
+    StartPipeline, reused by appends while the route is unchanged, shut down when it changes or a
+    peer fails (`PipelineError`)."""
     def __init__(
         self,
         header: pb.Header,
@@ -68,6 +73,7 @@ class Pipeline:
 
     @property
     def peers(self) -> int:
+        """How many peer streams are open (route members other than the primary, with an endpoint)."""
         return sum(1 for s in self.streams if s is not None)
 
     # --- send side -------------------------------------------------------------------------------
@@ -125,6 +131,8 @@ class Pipeline:
             spool.apply_content(req.content, req.content_delta)
 
     def send_err(self) -> PipelineError | None:
+        """The first peer's send failure, naming the peer (None: every send went through). A send
+        may only report EOF; the cause is read on the receive side (`recv_err`)."""
         for i, err in enumerate(self.send_errs):
             if err is not None:
                 return PipelineError(f"send to {member_name(self.route.members[i])}: {_describe(err)}")
@@ -170,6 +178,7 @@ class Pipeline:
                 self.recv_resp[i] = resp
 
     async def gather_ok(self) -> None:
+        """Reads one response per peer and records any status other than OK as that peer's error."""
         await self.gather()
         for i, stream in enumerate(self.streams):
             resp = self.recv_resp[i]
@@ -180,7 +189,7 @@ class Pipeline:
 
     async def gather_sync(self) -> tuple[int, LabelSet | None, int]:
         """Gathers sync responses: (roll_to_offset, roll_to_registers, read_through_revision), all
-        zero/None when every peer agreed (reference 4.1 RecvPipelineSync)."""
+        zero/None when every peer agreed (RecvPipelineSync in docs/semantics.md#append-fsm)."""
         await self.gather()
         roll_to, roll_registers, read_through = 0, None, 0
         end = self.spool.fragment.end
@@ -228,6 +237,7 @@ class Pipeline:
                 self.recv_errs[i] = PipelineError(f"unexpected response {resp.status} instead of EOF")
 
     def recv_err(self) -> PipelineError | None:
+        """The first peer's receive failure or unexpected response, naming the peer (None: all OK)."""
         for i, err in enumerate(self.recv_errs):
             if err is not None:
                 return PipelineError(f"recv from {member_name(self.route.members[i])}: {_describe(err)}")
@@ -248,6 +258,7 @@ class Pipeline:
             self.cancel_streams()
 
     def cancel_streams(self) -> None:
+        """Cancels every peer stream at once (the end of `shutdown`, or a pipeline abandoned mid-use)."""
         for stream in self.streams:
             if stream is not None:
                 stream.cancel()

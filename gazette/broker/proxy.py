@@ -1,4 +1,5 @@
-"""Forwards requests this broker cannot serve to the route member that can (reference 3.5, 3.6).
+"""Forwards requests this broker cannot serve to the route member that can (docs/semantics.md#read,
+#append-and-registers).
 
 The resolved header rides along so the receiver waits for this broker's etcd revision and checks it
 is the process addressed. Channels are cached per endpoint and closed with the broker. With auth

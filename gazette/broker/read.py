@@ -1,4 +1,4 @@
-"""The Read RPC (reference 3.5): metadata then content, per fragment, with long-polling.
+"""The Read RPC (docs/semantics.md#read): metadata then content, per fragment, with long-polling.
 
 Any replica serves reads, except a range it lacks because it joined the route after the range was
 written (still only in its peers' spools): the primary serves those; and a primary that lacks a

@@ -1,4 +1,4 @@
-"""Replica: a broker's local state for one assigned journal (reference 4.6).
+"""Replica: a broker's local state for one assigned journal (docs/semantics.md#replica-lifecycle).
 
 Owns the journal's Index, its Spool and two 1-slot queues, Go's channels: `spool_slot` holds the
 Spool while nobody owns it (a pipeline at the primary, or a Replicate stream at a replica, takes it),
@@ -29,11 +29,14 @@ from gazette.protocol.spec import JournalSpec
 log = logging.getLogger(__name__)
 
 REFRESH_RETRY_S = 1.0
-PULSE_INTERVAL_S = 60.0  # reference 4.3: healthCheckInterval
+PULSE_INTERVAL_S = 60.0  # Gazette's healthCheckInterval (docs/semantics.md#pulse)
 PULSE_RETRY_S = 2.0  # after a failed pulse (a peer not ready yet, or gone)
 
 
 class Replica:
+    """This broker's state for one journal assigned to it: its index, spool and pipeline slots,
+    and the refresh and pulse tasks (see the module docstring for who owns what). Created and
+    stopped by the Broker's reconcile; `stop()` rolls the spool so its content gets persisted."""
     def __init__(
         self,
         spec: JournalSpec,
@@ -162,8 +165,8 @@ class Replica:
 
     # --- pulse -----------------------------------------------------------------------------------
     async def _pulse_loop(self) -> None:
-        """Reference 4.3: re-syncs the pipeline after route changes (so assignment values get
-        rewritten and the allocator can finish migrations) and rolls on flush boundaries."""
+        """The pulse (docs/semantics.md#pulse): re-syncs the pipeline after route changes (so assignment
+        values get rewritten and the allocator can finish migrations) and rolls on flush boundaries."""
         assert self._pulse is not None
         while True:
             changed = self._route_changed(self.journal) if self._route_changed else None

@@ -1,10 +1,10 @@
-"""The Replicate RPC, a replica's side of the pipeline (reference 3.7).
+"""The Replicate RPC, a replica's side of the pipeline (docs/semantics.md#replicate).
 
 The first request carries the primary's header; once the route it names is the one this broker
 resolves, the stream owns the replica's spool and applies every request to it, acknowledging those
 that ask. The stream ends (and the spool is rolled back and released) when the primary closes it, a
 request fails, or this broker sees the journal's route change: a primary that lost its route must not
-go on writing here (reference 12, item 9).
+go on writing here (docs/semantics.md#revisions-and-the-keyspace).
 """
 
 from __future__ import annotations

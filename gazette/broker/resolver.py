@@ -1,7 +1,7 @@
-"""Resolution of a journal to its Route and local replica (reference 3.1), shared by every RPC.
+"""Resolution of a journal to its Route and local replica (docs/semantics.md#resolution), shared by every RPC.
 
 Reads only the broker's KeySpace mirror: the item (JournalSpec) and its assignment keys, ordered by
-(zone, suffix), give the route; slot 0 is the primary. The status order of 3.1 is kept exactly.
+(zone, suffix), give the route; slot 0 is the primary. The status order of that section is kept exactly.
 """
 
 from __future__ import annotations

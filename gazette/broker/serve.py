@@ -47,7 +47,8 @@ async def serve(broker: Broker) -> None:
     stopped.cancel()
     await broker.stop(graceful=True)
     if broker.lease_lost.is_set():
-        # Reference 5.2: lease loss ends the process, so that its supervisor starts a fresh one.
+        # Lease loss ends the process, so that its supervisor starts a fresh one
+        # (docs/semantics.md#member-sessions).
         raise SystemExit(LEASE_LOST_EXIT_CODE)
 
 

@@ -1,5 +1,5 @@
 """`gazette shards list|apply|edit|stat|unassign|inspect|recover|prune` and `gazette consumer run`
-(reference 8.3).
+(docs/semantics.md#shard-commands).
 
 Shard commands reach a consumer application's Shard service, Gazette's consumer.Shard, through
 `--consumer` (a member's address; a Gazette consumer's too) or through `--etcd` and `--root` (its

@@ -1,8 +1,8 @@
 """The async client: the real implementation of the journal API (the sync facade only forwards).
 
-Appends retry on transient statuses and gRPC UNAVAILABLE (reference 3.6, `Append()`); reads follow
-the RetryReader of 3.5: they resume from the last offset after stream breaks, tolerate offset jumps,
-and end at the write head unless blocking. Every failure is a `GazetteError` carrying the status.
+Appends retry on transient statuses and gRPC UNAVAILABLE (docs/semantics.md#client-retries-and-backoff);
+reads follow Gazette's RetryReader: they resume from the last offset after stream breaks, tolerate offset
+jumps, and end at the write head unless blocking. Every failure is a `GazetteError` carrying the status.
 Given several broker endpoints, a call that finds its broker UNAVAILABLE moves on to the next one,
 so a client survives the loss of the broker it was talking to (any broker proxies any journal).
 Every call is bounded by a timeout (the client's default unless given; `timeouts.py`): retries stop
@@ -49,7 +49,7 @@ from gazette.protocol.validate import validate_journal_name
 
 APPEND_CHUNK_BYTES = 1 << 20
 FLUSH_METHOD = "/gazette_py.Flusher/Flush"
-# Backoff of reference 3.5/3.6: 0 after EOF, then 50 ms x2, 100 ms x2, 1 s x2, then 5 s.
+# docs/semantics.md#client-retries-and-backoff: 0 after EOF, then 50 ms x2, 100 ms x2, 1 s x2, then 5 s.
 RETRY_BACKOFF_S = (0.05, 0.05, 0.1, 0.1, 1.0, 1.0, 5.0)
 APPEND_RETRY_STATUSES = frozenset(
     {Status.NOT_JOURNAL_PRIMARY_BROKER, Status.NO_JOURNAL_PRIMARY_BROKER, Status.INSUFFICIENT_JOURNAL_BROKERS}
@@ -160,6 +160,10 @@ class AsyncClient:
         auth_keys: KeyedAuth | str | None = None,
         tls: TLSConfig | None = None,
     ) -> None:
+        """Validates `timeout` (seconds, None: no bound; ValueError otherwise) and opens one lazy
+        gRPC channel per broker endpoint: nothing is contacted until the first call. `etcd` is kept
+        for the tools that need the cluster's etcd. Create it on the loop that will use it: grpc.aio
+        channels are bound to the loop that made them."""
         self.timeout = check_timeout(timeout)
         self.endpoints = broker_endpoints(broker)
         self.broker = ",".join(self.endpoints)
@@ -198,13 +202,17 @@ class AsyncClient:
             self._current = (self._current + 1) % len(self._stubs)
 
     async def close(self) -> None:
+        """Closes every channel; calls in flight fail and later calls are refused. `async with`
+        closes it on exit."""
         for channel in self._channels:
             await channel.close()
 
     async def __aenter__(self) -> AsyncClient:
+        """The client itself; leaving the `async with` block closes it."""
         return self
 
     async def __aexit__(self, *exc) -> None:
+        """Closes the client (see `close`); exceptions propagate."""
         await self.close()
 
     # --- journal space ---------------------------------------------------------------------------
@@ -341,9 +349,9 @@ class AsyncClient:
         return AppendResult(journal, c.begin, c.end, Fragment.from_proto(c).sha1, registers)
 
     async def reset_head(self, journal: str, *, timeout: Timeout = USE_CLIENT_DEFAULT) -> int:
-        """Reference 4.5: re-syncs the journal's pipeline at its indexed head (after consistency was
-        lost and appends fail INDEX_HAS_GREATER_OFFSET). Returns the head; a concurrent write that
-        moved the head first (WRONG_APPEND_OFFSET) is benign and returns the new head. Its steps
+        """Reset head (docs/semantics.md#reset-head): re-syncs the journal's pipeline at its indexed head
+        (after consistency was lost and appends fail INDEX_HAS_GREATER_OFFSET). Returns the head; a concurrent
+        write that moved the head first (WRONG_APPEND_OFFSET) is benign and returns the new head. Its steps
         share one `timeout` (the client's default unless given); the step that runs out raises
         CallTimeout."""
         left = _Budget(resolve_timeout(timeout, self.timeout))

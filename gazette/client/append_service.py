@@ -1,4 +1,4 @@
-"""AppendService: asynchronous, ordered, batched appends per journal (reference 3.6, `AppendService`).
+"""AppendService: asynchronous, ordered, batched appends per journal (docs/semantics.md#append-service).
 
 Writes to a journal go into its open batch (a bytearray); each batch becomes one Append RPC, and a
 journal's next batch starts only after the previous one's result, so bytes land in write order while
@@ -34,11 +34,12 @@ log = logging.getLogger(__name__)
 
 T = TypeVar("T")
 
-MAX_BATCH_BYTES = 64 << 20  # a batch takes no more writes once it holds this much (reference 3.6)
+MAX_BATCH_BYTES = 64 << 20  # a batch takes no more writes at this size (docs/semantics.md#append-service)
 RETRY_LOG_EVERY_ATTEMPTS = 10  # a journal whose appends keep failing logs on the first and every 10th
-# Statuses that fail a batch and latch the journal (reference 3.6); anything else is retried forever.
-# Unlike Go's AppendService, REGISTER_MISMATCH stays terminal when check_registers is set: a fenced-out
-# writer (a zombie shard) stops at its next append instead of retrying until cancelled (reference 12.4).
+# Statuses that fail a batch and latch the journal (docs/semantics.md#append-service); anything else is
+# retried forever. Unlike Go's AppendService, REGISTER_MISMATCH stays terminal when check_registers is set: a
+# fenced-out writer (a zombie shard) stops at its next append instead of retrying until cancelled
+# (docs/semantics.md#append-service).
 TERMINAL_STATUSES = frozenset(
     {
         Status.FRAGMENT_STORE_UNHEALTHY,
@@ -362,7 +363,7 @@ class AsyncAppendService:
 
     def pending_except(self, journal: str) -> list[AppendFuture]:
         """Futures of every buffered or in-flight batch of journals other than `journal` (the
-        commit barrier of reference 12, item 7)."""
+        commit barrier of docs/semantics.md#transaction-loop)."""
         return self._pending(journal)
 
     def pending_of(self, journal: str) -> list[AppendFuture]:

@@ -1,5 +1,5 @@
-"""Retention pruning (`gazette journals prune`, reference 2.5): deletes persisted fragments whose
-age is at least their journal's retention. Journals with retention <= 0 are kept forever (the
+"""Retention pruning (`gazette journals prune`, docs/semantics.md#retention-and-pruning): deletes persisted
+fragments whose age is at least their journal's retention. Journals with retention <= 0 are kept forever (the
 guard Gazette's CLI lacks). Removed objects leave the brokers' indices at their next refresh.
 """
 

@@ -39,6 +39,11 @@ class Client:
         auth_keys: KeyedAuth | str | None = None,
         tls: TLSConfig | None = None,
     ) -> None:
+        """A client of the brokers at `broker` (one endpoint, or several comma-separated that calls
+        move between when one is UNAVAILABLE), running its AsyncClient on `loop` (default: the
+        process's shared background loop thread). `etcd` is kept for the tools that need the
+        cluster's etcd; `timeout`, `auth_keys` and `tls` are as for `gazette.connect` (ValueError for
+        a bad `timeout`). Channels open lazily: an unreachable broker fails the first call, not this."""
         self._loop = loop or default_loop()
 
         async def make() -> AsyncClient:
@@ -55,12 +60,16 @@ class Client:
         return self.aio.timeout
 
     def close(self) -> None:
+        """Closes the client's gRPC channels (on its loop thread); calls made afterwards fail. A
+        `with Client(...)` block closes it on exit."""
         self._loop.run(self.aio.close())
 
     def __enter__(self) -> Client:
+        """The client itself; leaving the `with` block closes it."""
         return self
 
     def __exit__(self, *exc) -> None:
+        """Closes the client (see `close`); exceptions propagate."""
         self.close()
 
     def apply_journals(
@@ -70,6 +79,10 @@ class Client:
         return self._loop.run(self.aio.apply_journals(list(changes), timeout=timeout))
 
     def delete_journals(self, names: Iterable[str], *, timeout: Timeout = USE_CLIENT_DEFAULT) -> int:
+        """Deletes the named journals in one etcd transaction (all or none) and returns its revision.
+        Persisted fragments stay in their stores (brokers never delete them). Raises GazetteError with
+        the broker's status on failure, CallTimeout after `timeout` seconds (the client's default
+        unless given)."""
         return self._loop.run(self.aio.delete_journals(list(names), timeout=timeout))
 
     def list_journals(
@@ -104,6 +117,10 @@ class Client:
         )
 
     def reset_head(self, journal: str, *, timeout: Timeout = USE_CLIENT_DEFAULT) -> int:
+        """Re-syncs `journal`'s replication pipeline at its indexed write head and returns that head
+        (a byte offset; docs/semantics.md#reset-head). For a journal whose appends fail with
+        INDEX_HAS_GREATER_OFFSET after R or more brokers lost their spools; an append that moved the
+        head first is benign. Its steps share one `timeout` in seconds (CallTimeout)."""
         return self._loop.run(self.aio.reset_head(journal, timeout=timeout))
 
     def read(
@@ -129,9 +146,15 @@ class Client:
         *,
         timeout: Timeout = USE_CLIENT_DEFAULT,
     ) -> bytes:
+        """The committed content of `journal` from byte `offset` to the write head (or `end_offset`),
+        held in memory as one value: for small journals, tests and notebooks; iterate `read` for big
+        ones. `timeout` bounds each wait for the next chunk, in seconds (CallTimeout); a failing status
+        (JOURNAL_NOT_FOUND, NOT_ALLOWED, ...) raises GazetteError."""
         return self._loop.run(self.aio.read_all(journal, offset, end_offset, timeout=timeout))
 
     def read_head(self, journal: str, *, timeout: Timeout = USE_CLIENT_DEFAULT) -> int:
+        """The journal's write head: the byte offset the next append will start at (a metadata-only
+        read at offset -1). GazetteError on a failing status; CallTimeout after `timeout` seconds."""
         return self._loop.run(self.aio.read_head(journal, timeout=timeout))
 
     def list_fragments(
@@ -142,6 +165,10 @@ class Client:
         end_mod_time: int = 0,
         timeout: Timeout = USE_CLIENT_DEFAULT,
     ) -> list[Fragment]:
+        """The journal's fragments as a broker's index holds them (docs/semantics.md#coverset-and-index):
+        persisted ones and those still spooled, in offset order. `begin_mod_time` (inclusive) and
+        `end_mod_time` (exclusive) are unix seconds of persistence, 0 for no bound; an end bound leaves
+        out unpersisted fragments. CallTimeout after `timeout` seconds for all pages together."""
         return self._loop.run(
             self.aio.list_fragments(
                 journal, begin_mod_time=begin_mod_time, end_mod_time=end_mod_time, timeout=timeout
@@ -157,6 +184,9 @@ class Client:
         *,
         timeout: Timeout = USE_CLIENT_DEFAULT,
     ) -> list[tuple[Fragment, str]]:
+        """As `list_fragments`, each fragment with a signed GET URL valid `signature_ttl_s` seconds
+        ("" for fragments not persisted yet): for batch jobs that fetch fragments straight from the
+        store. CallTimeout after `timeout` seconds for all pages together."""
         return self._loop.run(
             self.aio.fragments_with_urls(
                 journal, begin_mod_time, end_mod_time, signature_ttl_s, timeout=timeout
@@ -202,6 +232,9 @@ class Client:
     def list_shards(
         self, selector: str | LabelSelector | None = None, *, timeout: Timeout = USE_CLIENT_DEFAULT
     ) -> list[Any]:
+        """The shards of the consumer application given to `use_shards` whose labels (and meta-label
+        `id`) match `selector`, each with its route and replica statuses (ShardInfo). Raises
+        GazetteError when no shard client was given, ShardTimeoutError after `timeout` seconds."""
         return list(self.shard_client().list_shards(selector, timeout=timeout))
 
 

@@ -6,8 +6,9 @@ lease), `assign/<shard id>#<zone>#<suffix>#<slot>` a ReplicaStatus (under the me
 Gazette's protobuf message, so Gazette's gazctl and consumers share the key space with gazette-py.
 Decoding enforces, as Gazette's decoder does, that a ShardSpec's id and a ConsumerSpec's zone and
 suffix equal those of their key. JSON values of an older gazette-py are still decoded (see
-ShardSpec.from_bytes); everything is written as protobuf. Shard consistency (reference 5.1): STANDBY
-and PRIMARY are consistent, IDLE and BACKFILL are not, FAILED only while the primary is FAILED too.
+ShardSpec.from_bytes); everything is written as protobuf. Shard consistency
+(docs/semantics.md#allocation-goals): STANDBY and PRIMARY are consistent, IDLE and BACKFILL are not, FAILED
+only while the primary is FAILED too.
 """
 
 from __future__ import annotations
@@ -123,7 +124,7 @@ def _status(a: Assignment) -> ReplicaStatus:
 def shard_assignment_is_consistent(
     spec: Any, assignment: Assignment, assignments: Sequence[Assignment]
 ) -> bool:
-    """Gazette's ShardIsConsistent (reference 5.1)."""
+    """Gazette's ShardIsConsistent (docs/semantics.md#allocation-goals)."""
     code = _status(assignment).code
     if code in (ReplicaCode.STANDBY, ReplicaCode.PRIMARY):
         return True

@@ -1,4 +1,5 @@
-"""Consumer: one member of a consumer application: lease, announcement, allocator, shards (reference 5, 7.3).
+"""Consumer: one member of a consumer application: lease, announcement, allocator, shards
+(docs/semantics.md#allocation, #shard-lifecycle).
 
 The consumer announces `<root>/members/<zone>#<suffix>` (a ConsumerSpec with its shard_limit and
 endpoint) under an etcd lease, runs the generic Allocator with the shard adapter, and starts a Shard

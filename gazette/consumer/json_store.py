@@ -1,4 +1,5 @@
-"""JSONFileStore: state and checkpoint as a JSON file of a shard's recorded directory (reference 7.6).
+"""JSONFileStore: state and checkpoint as a JSON file of a shard's recorded directory
+(docs/semantics.md#consumer-stores).
 
 `state` is any JSON-serializable value the application mutates while consuming. Each commit writes
 `next.json` and renames it to `state.json`, and records those operations in one recovery-log append

@@ -1,4 +1,4 @@
-"""Shard: one assignment of a shard to this consumer, and its lifecycle (reference 7.3).
+"""Shard: one assignment of a shard to this consumer, and its lifecycle (docs/semantics.md#shard-lifecycle).
 
 A standby (slot > 0) reports STANDBY and waits to be promoted; with a recovery log it first plays
 the log back (BACKFILL) and keeps tailing it (recoverylog.recovery). A primary (slot 0) takes the

@@ -1,4 +1,4 @@
-"""ShardSpec: what a shard reads and how its transactions are timed (reference 7.2).
+"""ShardSpec: what a shard reads and how its transactions are timed (docs/semantics.md#shard-specs).
 
 Specs are validated on construction, by the rules of Gazette's ShardSpec.Validate (every error names
 the shard, the field and the rule), and one more: min_txn_duration may not exceed max_txn_duration
@@ -39,7 +39,7 @@ from gazette.protocol.validate import (
     validate_shard_id,
 )
 
-RING_BUFFER_SIZE_DEFAULT = 8192  # envelopes (reference 7.2: 0 means this)
+RING_BUFFER_SIZE_DEFAULT = 8192  # envelopes (0 means this: docs/semantics.md#shard-specs)
 READ_CHANNEL_SIZE_DEFAULT = 8192  # envelopes buffered between decoding and the transaction loop
 MAX_HOT_STANDBYS_DEFAULT = 3  # --consumer.max-hot-standbys
 UINT32_MAX = 2**32 - 1  # hot_standbys, ring_buffer_size, read_channel_size are uint32 on the wire
@@ -113,7 +113,7 @@ def _nanoseconds(seconds: float) -> int:
 
 @dataclasses.dataclass(frozen=True, init=False)
 class ShardSpec:
-    """A shard of a consumer application (reference 7.2); validated on construction.
+    """A shard of a consumer application (docs/semantics.md#shard-specs); validated on construction.
 
     `sources` take journal names, `Source`s or `{"journal", "min_offset"}` mappings and are kept sorted
     by journal. Durations take seconds or strings like "1s", "250ms". Desired replication is
@@ -237,7 +237,8 @@ class ShardSpec:
     # ---- derived
 
     def desired_replication(self, max_hot_standbys: int = MAX_HOT_STANDBYS_DEFAULT) -> int:
-        """`1 + hot_standbys` (standbys capped at `max_hot_standbys`), or 0 when disabled (reference 5.1)."""
+        """`1 + hot_standbys` (standbys capped at `max_hot_standbys`), or 0 when disabled
+        (docs/semantics.md#allocation-goals)."""
         return 0 if self.disable else 1 + min(self.hot_standbys, max_hot_standbys)
 
     @property

@@ -1,4 +1,5 @@
-"""SQLStore: application tables and the shard checkpoint in one SQL transaction, fenced (reference 7.6).
+"""SQLStore: application tables and the shard checkpoint in one SQL transaction, fenced
+(docs/semantics.md#consumer-stores).
 
 The checkpoint table is Gazette's SQLStore's, read and written the same way, so one database serves
 a Go consumer and this one alike (either can restore what the other committed)::
@@ -58,7 +59,7 @@ POSTGRES_SCHEMA_LOCK_KEY = 0x6761_7A65_7474_65  # pg_advisory_xact_lock key seri
 # Gazette restores with UPDATE fence=fence+1, then SELECT fence, checkpoint, then (no row yet) an
 # INSERT at fence 1, in one transaction. One upsert does the same, and also when stores race to
 # create a shard's row (Gazette's second INSERT fails on the primary key there).
-_RESTORE = (  # bump the fence, or create the row at fence 1 (reference 7.6), in one statement
+_RESTORE = (  # one statement: bump the fence or insert at fence 1 (docs/semantics.md#consumer-stores)
     "INSERT INTO gazette_checkpoints (shard_fqn, fence, checkpoint) VALUES (?, 1, ?) "
     "ON CONFLICT (shard_fqn) DO UPDATE SET fence = gazette_checkpoints.fence + 1 RETURNING fence, checkpoint"
 )

@@ -1,4 +1,5 @@
-"""Replica statuses of shard assignments (reference 7.3): IDLE < BACKFILL < STANDBY < PRIMARY < FAILED.
+"""Replica statuses of shard assignments: IDLE < BACKFILL < STANDBY < PRIMARY < FAILED
+(docs/semantics.md#shard-lifecycle).
 
 A status lives in its assignment's etcd value as Gazette's `consumer.ReplicaStatus` protobuf (an
 empty value is IDLE: a fresh assignment), so Gazette's tools read the statuses gazette-py consumers
@@ -19,7 +20,7 @@ from google.protobuf.message import DecodeError
 
 from gazette.protocol import shard_pb2
 
-MAX_ERROR_CHARS = 2048  # stored error text is truncated to this many characters (reference 7.3)
+MAX_ERROR_CHARS = 2048  # stored error text is cut to this length (docs/semantics.md#shard-lifecycle)
 
 
 class ReplicaCode(enum.IntEnum):

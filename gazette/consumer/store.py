@@ -1,4 +1,5 @@
-"""Stores and the consumer checkpoint they commit atomically with application state (reference 7.5, 7.6).
+"""Stores and the consumer checkpoint they commit atomically with application state
+(docs/semantics.md#checkpoints, #consumer-stores).
 
 A `Store` restores its last checkpoint (installing a write fence), and `start_commit` commits the
 current transaction together with a checkpoint once every `wait_for` append has succeeded, refusing

@@ -1,4 +1,4 @@
-"""Stream-sum: the exactly-once oracle of reference 9.1 (chunker, summer, verifier).
+"""Stream-sum: the exactly-once oracle (chunker, summer, verifier; docs/semantics.md#stream-sum-oracle).
 
 A `Chunker` publishes (committed) chunks `{"id", "seq", "data"}` of many streams, modulo-mapped by
 stream id over `examples/stream-sum/chunks/part-NNN`; a final chunk has empty data. `Summer` shards keep

@@ -1,4 +1,5 @@
-"""Codec encodings of persisted fragments (reference 2.1): compress, decompress, stream either way.
+"""Codec encodings of persisted fragments (docs/semantics.md#fragments-and-content-names): compress,
+decompress, stream either way.
 
 GZIP is multi-member gzip (one member per 1 MiB of input), SNAPPY the snappy *framed* format, ZSTANDARD
 standard frames, GZIP_OFFLOAD one gzip stream, NONE identity. Imports gazette.fragment and protocol only.

@@ -1,8 +1,9 @@
 """Fragment content in stores: list a journal's persisted fragments, persist one, read one back verified.
 
-Objects under `<journal>/` whose names don't parse are skipped with a warning, never fatal (reference 12.10).
-Reads check the decoded length against end - begin and the SHA1 against the content name, raising
-CorruptFragmentError naming the object. Imports gazette.fragment and gazette.protocol only.
+Objects under `<journal>/` whose names don't parse are skipped with a warning, never fatal
+(docs/semantics.md#fragments-and-content-names). Reads check the decoded length against end - begin and the
+SHA1 against the content name, raising CorruptFragmentError naming the object. Imports gazette.fragment and
+gazette.protocol only.
 """
 
 from __future__ import annotations

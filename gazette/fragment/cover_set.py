@@ -1,4 +1,5 @@
-"""CoverSet: the fragments of a journal that together cover the most offsets (reference 2.4).
+"""CoverSet: the fragments of a journal that together cover the most offsets
+(docs/semantics.md#coverset-and-index).
 
 Sorted on begin *and* end; no fragment is contained in another, so no two share a begin or an end.
 Adding prefers larger fragments and ignores empty ones. Imports gazette.fragment.fragment only.

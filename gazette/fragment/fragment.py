@@ -1,4 +1,5 @@
-"""Fragment: an immutable, content-addressed span [begin, end) of a journal (reference 2.1).
+"""Fragment: an immutable, content-addressed span [begin, end) of a journal
+(docs/semantics.md#fragments-and-content-names).
 
 Owns the content name `%016x-%016x-<sha1 hex><ext>`, codec extensions and the proto mapping.
 The SHA1 covers the uncompressed bytes; an empty fragment's sum is all zeros.
@@ -33,6 +34,10 @@ _NAME_RE = re.compile(r"^([0-9a-fA-F]{16})-([0-9a-fA-F]{16})-([0-9a-fA-F]{40})(\
 
 @dataclasses.dataclass(frozen=True, slots=True)
 class Fragment:
+    """An immutable span [begin, end) of a journal's bytes with the SHA1 of its uncompressed
+    content (docs/semantics.md#fragments-and-content-names): what spools commit, stores hold and
+    readers ask for. Local fragments have no `backing_store` and `mod_time` 0. Equality is exact
+    on every field, which proposal matching relies on."""
     journal: str
     begin: int
     end: int
@@ -44,10 +49,12 @@ class Fragment:
 
     @property
     def length(self) -> int:
+        """`end - begin`: the fragment's uncompressed size in bytes."""
         return self.end - self.begin
 
     @property
     def sha1(self) -> str:
+        """The SHA1 of the uncompressed bytes as 40 hex digits (all zeros for an empty fragment)."""
         return self.sum.hex()
 
     @property
@@ -57,6 +64,7 @@ class Fragment:
 
     @property
     def content_name(self) -> str:
+        """`%016x-%016x-<sha1><ext>`: the object's name in a store, Gazette's exactly."""
         return f"{self.begin:016x}-{self.end:016x}-{self.sum.hex()}{self.codec.ext}"
 
     @property
@@ -69,6 +77,7 @@ class Fragment:
         return "/".join(parts)
 
     def to_proto(self) -> pb.Fragment:
+        """Gazette's `protocol.Fragment` message (the SHA1 split into its three fields)."""
         p1, p2, p3 = struct.unpack(">QQI", self.sum)
         return pb.Fragment(
             journal=self.journal,
@@ -83,6 +92,7 @@ class Fragment:
 
     @classmethod
     def from_proto(cls, msg: pb.Fragment) -> Fragment:
+        """The Fragment of a `protocol.Fragment` message; an unset codec reads as NONE."""
         s = msg.sum
         return cls(
             journal=msg.journal,

@@ -1,8 +1,8 @@
-"""Store health checks (reference 2.6), as Gazette runs them: PUT `.test/health-check` with Gazette's
-exact content, GET and compare, LIST `.test/`, sign a GET and (for http(s) URLs) fetch it; healthy stores
-are rechecked every 30 min, failing ones after 0, 0.1, 1, 1, 10, 10, then every 100 s, each with ±20%
-jitter. The content is Gazette's own because brokers of both kinds may share a store and check the same
-path at once: anything else written there fails a Gazette broker's comparison. One StoreHealth per URL
+"""Store health checks (docs/semantics.md#fragment-stores), as Gazette runs them: PUT `.test/health-check`
+with Gazette's exact content, GET and compare, LIST `.test/`, sign a GET and (for http(s) URLs) fetch it;
+healthy stores are rechecked every 30 min, failing ones after 0, 0.1, 1, 1, 10, 10, then every 100 s, each
+with ±20% jitter. The content is Gazette's own because brokers of both kinds may share a store and check the
+same path at once: anything else written there fails a Gazette broker's comparison. One StoreHealth per URL
 (`health_of`); its check loop is started by the first `wait_healthy` and owned by the module
 (`stop_all_health`). `check_delete` is the on-demand delete probe of the FragmentStoreHealth RPC.
 """

@@ -1,8 +1,8 @@
 """Index: the queryable fragments of one journal, remote (listed from stores) and local (spooled).
 
-Reference 2.4: `set` = remote ∪ local CoverSet, `local` = fragments with a SpoolFile; an asyncio.Event
-replaced on every change plays Go's closed condition channel. Runs on one event loop thread.
-Imports gazette.fragment (cover_set, fragment, spool_file) and gazette.protocol only.
+As in docs/semantics.md#coverset-and-index: `set` = remote ∪ local CoverSet, `local` = fragments with a
+SpoolFile; an asyncio.Event replaced on every change plays Go's closed condition channel. Runs on one event
+loop thread. Imports gazette.fragment (cover_set, fragment, spool_file) and gazette.protocol only.
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ from gazette.protocol.status import Status
 
 # A read of an uncovered offset jumps to the next persisted fragment only if the reader is before the
 # first fragment, or that fragment was persisted this long ago: a younger one may be a hand-off whose
-# covering fragment is still uploading (reference 12, item 8).
+# covering fragment is still uploading (docs/semantics.md#coverset-and-index).
 OFFSET_JUMP_AGE_S = 6 * 60 * 60
 
 
@@ -123,7 +123,8 @@ class Index:
     async def query(
         self, offset: int, block: bool, begin_mod_time: int = 0, now: float | None = None
     ) -> QueryResult:
-        """Query of reference 2.4: the fragment to read `offset` from (-1 = the write head).
+        """Query (docs/semantics.md#coverset-and-index): the fragment to read `offset` from (-1 = the write
+        head).
 
         Blocks until one exists when `block`; cancel the awaiting task to give up."""
         effective = self._set.end_offset if offset == -1 else offset

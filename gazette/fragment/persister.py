@@ -1,4 +1,4 @@
-"""Persister: uploads completed spools to the journal's first store (reference 2.3, simplified).
+"""Persister: uploads completed spools to the journal's first store (docs/semantics.md#persister, simplified).
 
 Primary submissions are attempted at once, replica ones after `replica_delay_s` (one delay instead of
 Go's three rotating 1-minute buckets); at most `max_concurrency` uploads run, on the Persister's own

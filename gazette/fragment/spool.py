@@ -1,8 +1,10 @@
-"""Spool: a replica's transactional state for one journal (reference 2.2, maybeRoll of 4.1).
+"""Spool: a replica's transactional state for one journal (docs/semantics.md#spool-proposals,
+#when-a-spool-rolls).
 
 Holds the committed Fragment, its local SpoolFile, the registers, `delta` pending bytes and a running
 SHA1 (with a copy saved at the last commit). Not thread-safe: one owner at a time (the broker's lock).
-Invariant: the proposal rules are exact equality of Fragment and registers (reference 12, item 1).
+Invariant: the proposal rules are exact equality of Fragment and registers
+(docs/semantics.md#spool-proposals).
 """
 
 from __future__ import annotations
@@ -75,7 +77,8 @@ class Spool:
         self.delta += len(content)
 
     def apply_proposal(self, proposal: Fragment, registers: LabelSet) -> tuple[Status, Fragment, LabelSet]:
-        """Applies the four proposal rules of reference 2.2, in order; returns (status, fragment, registers)."""
+        """Applies the four proposal rules (docs/semantics.md#spool-proposals) in order; returns (status,
+        fragment, registers)."""
         frag = self.fragment
         # 1. Roll forward: beyond anything we know, or an empty fragment at exactly our end.
         if proposal.end > frag.end + self.delta or (
@@ -151,9 +154,10 @@ class Spool:
         roll_to_offset: int = 0,
         now: float | None = None,
     ) -> Fragment:
-        """maybeRoll of reference 4.1: an empty fragment at end (or `roll_to_offset`) with the spec's codec
-        when the spool is empty, longer than `spec_length`, asked to roll to an offset other than its
-        begin (0 = not asked), or its first append is in an earlier flush-interval bucket; else `fragment`."""
+        """maybeRoll (docs/semantics.md#when-a-spool-rolls): an empty fragment at end (or `roll_to_offset`)
+        with the spec's codec when the spool is empty, longer than `spec_length`, asked to roll to an offset
+        other than its begin (0 = not asked), or its first append is in an earlier flush-interval bucket; else
+        `fragment`."""
         frag = self.fragment
         roll_requested = roll_to_offset != 0 and roll_to_offset != frag.begin
         do_roll = frag.length == 0 or frag.length > spec_length or roll_requested

@@ -1,4 +1,5 @@
-"""SpoolFile: the unlinked temp file holding one spool fragment's uncompressed bytes (reference 2.2).
+"""SpoolFile: the unlinked temp file holding one spool fragment's uncompressed bytes
+(docs/semantics.md#spool-proposals).
 
 Addressed by journal offsets (file offset = journal offset - `begin`). Only positional I/O
 (pread/pwrite), so readers on other threads never disturb the writer. Imports gazette.protocol only.

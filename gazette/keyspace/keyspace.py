@@ -1,8 +1,9 @@
 """KeySpace: a decoded in-memory mirror of the etcd keys under one root, kept current by a watch.
 
 Imports only aetcd (its raw gRPC stubs, for response headers and whole watch responses). The invariant
-(reference 1.5): `revision` is the greatest ModRevision of any change applied under the root, a delete
-included, never the etcd cluster revision, so revisions are comparable across processes on one root.
+(docs/semantics.md#revisions-and-the-keyspace): `revision` is the greatest ModRevision of any change applied
+under the root, a delete included, never the etcd cluster revision, so revisions are comparable across
+processes on one root.
 """
 
 from __future__ import annotations

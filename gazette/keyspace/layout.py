@@ -1,4 +1,4 @@
-"""The etcd key layout shared by brokers, consumers and the allocator (reference 1.4).
+"""The etcd key layout shared by brokers, consumers and the allocator (docs/semantics.md#etcd-key-layout).
 
 `<root>/items/<item>`, `<root>/members/<zone>#<suffix>`, `<root>/assign/<item>#<zone>#<suffix>#<slot>`.
 '#' is the lowest visible ASCII character not special to shells, so key order equals the natural

@@ -103,6 +103,13 @@ class LocalCluster:
         auth_keys: str | None = None,
         tls: bool = False,
     ) -> None:
+        """Describes the cluster; `start()` (or `with`) runs it. `brokers` (≥ 1) spread over `zones`
+        round-robin; `mode` "inprocess" (brokers on this process's loop thread) or "subprocess" (one
+        process each, for kill/pause faults); `store` is the fragment store URL (default: a `file://`
+        directory under `data_dir`, itself a fresh temp dir removed on close unless given); `etcd`
+        uses an existing etcd instead of the embedded one; `lease_ttl_s` (seconds) bounds how long a
+        dead broker holds its journals; `broker_kinds` may name "gazette" (Gazette's Go binary) per
+        broker; `auth_keys` and `tls` secure every broker. Bad arguments raise GazetteError."""
         if mode not in MODES:
             raise GazetteError(0, f'LocalCluster mode "{mode}" is not known (expected "inprocess" or "subprocess")')
         if brokers < 1:
@@ -149,6 +156,9 @@ class LocalCluster:
 
     # --- lifecycle -------------------------------------------------------------------------------
     def start(self) -> LocalCluster:
+        """Starts etcd (unless external) and the brokers, each bound to 127.0.0.1 on a free port;
+        returns self. Idempotent. If any part fails to start, what did start is stopped and the
+        error propagates."""
         if self._started:
             return self
         self._started = True
@@ -168,9 +178,11 @@ class LocalCluster:
         return self
 
     def __enter__(self) -> LocalCluster:
+        """Starts the cluster (see `start`); leaving the `with` block closes it."""
         return self.start()
 
     def __exit__(self, *exc) -> None:
+        """Stops everything the cluster started (see `close`); exceptions propagate."""
         self.close()
 
     def close(self) -> None:
@@ -337,6 +349,8 @@ class LocalCluster:
         _wait_stopped(proc.pid)
 
     def resume_broker(self, i: int) -> None:
+        """SIGCONT to paused broker `i` (subprocess mode only): it resumes where it stopped, and may
+        find that its lease expired meanwhile and its journals moved."""
         self._need_subprocess("resume_broker", handle=self._handle(i))
         proc = self._handle(i).proc
         assert proc is not None
@@ -352,6 +366,7 @@ class LocalCluster:
     # --- conveniences ----------------------------------------------------------------------------
     @property
     def broker_endpoints(self) -> list[str]:
+        """The gRPC endpoint (URL) of each broker, in start order; a stopped one keeps its last."""
         return [h.endpoint for h in self.brokers]
 
     @property

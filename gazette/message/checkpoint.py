@@ -5,8 +5,8 @@ Two explicit forms, both validated on load. Stores persist Gazette's own encodin
 (gazette.protocol.shard_pb2), laid out as Gazette's BuildCheckpoint and FlattenReadThrough /
 FlattenProducerStates do, so a Go consumer's stored checkpoint restores here and ours there. The
 dict/JSON form (`to_dict`) is what the Spark reader accepts as an option and what user-facing views
-show (reference 6.4). Imports nothing above `gazette.protocol`; the Sequencer builds and consumes
-these values.
+show (docs/semantics.md#sequencer). Imports nothing above `gazette.protocol`; the Sequencer builds and
+consumes these values.
 """
 
 from __future__ import annotations

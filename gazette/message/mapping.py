@@ -1,4 +1,4 @@
-"""Mappings: which journal of a label selector's listing a message goes to (reference 6.3).
+"""Mappings: which journal of a label selector's listing a message goes to (docs/semantics.md#publisher).
 
 A mapping is a callable `mapping(message) -> (journal name, content type)`. The watched mappings
 here follow the broker's List watch of their selector (`JournalWatch`), so a journal added to the

@@ -1,4 +1,5 @@
-"""Publisher: stamps messages with UUIDs and appends them through an AppendService (reference 6.3).
+"""Publisher: stamps messages with UUIDs and appends them through an AppendService
+(docs/semantics.md#publisher).
 
 The UUID is built *after* the append's place in the journal is fixed (under the service's lock), so
 one producer's clocks increase in journal order (Gazette issue 259). Uncommitted messages leave an
@@ -84,6 +85,12 @@ class Publisher:
         framings: Mapping[str, Framing] | None = None,
         loop: asyncio.AbstractEventLoop | None = None,
     ) -> None:
+        """`producer_id`: 6 bytes (default: fresh random ones with the multicast bit, as Gazette's);
+        reuse one only for the same logical producer, never for two at once (ValueError if not 6
+        bytes). `clock`: an external Clock the caller advances (a consumer shard's), else one of its
+        own following wall time. `service`: an AsyncAppendService to share (default: its own, closed
+        by `close`). `framings`: framings by content type, overriding the registered ones. `loop`:
+        the event loop of an AsyncClient when the publisher is not created on it."""
         self._binding = ClientBinding.of(client, loop)
         if producer_id is None:
             producer_id = new_producer_id()
@@ -336,7 +343,7 @@ class Publisher:
         return framing.encode(message, self.uuid(clock, _CONTINUE_TXN))
 
     def _frame(self, framing: Framing, message: Any, flags: int) -> bytes:
-        """Runs with the journal's order fixed: tick, stamp, encode (reference 6.3)."""
+        """Runs with the journal's order fixed: tick, stamp, encode (docs/semantics.md#publisher)."""
         return framing.encode(message, self.uuid(self.clock.tick(), flags))
 
     def _frame_json(self, framing: JSONFraming, message: Any, flags: int) -> bytes:
@@ -438,7 +445,10 @@ class Publisher:
             await self.service.close(resolve_timeout(timeout, self._binding.aio.timeout))
 
     def __enter__(self) -> Publisher:
+        """The publisher itself; leaving the `with` block closes it (see `close`)."""
         return self
 
     def __exit__(self, *exc: object) -> None:
+        """Drains and closes the publisher's own append service (`close`), even after an exception;
+        uncommitted messages stay uncommitted."""
         self.close()

@@ -1,5 +1,6 @@
 """Message iterators over one journal: ReadUncommitted decodes every frame, ReadCommitted adds a
-Sequencer so each committed message is delivered exactly once (reference 6.5). Imports the client.
+Sequencer so each committed message is delivered exactly once (docs/semantics.md#read-iterators). Imports the
+client.
 
 One async core reads and decodes a whole read chunk at a time, yielding lists of Envelopes: `for`
 over a sync Client flattens them on the caller's thread (one loop-thread hop per chunk), `async for`
@@ -193,7 +194,7 @@ class ReadUncommitted:
         return envs, None
 
     def _close(self, decoder: Decoder) -> FramingError | None:
-        """At the end of a bounded read: a frame cut off at the end is bad (reference 6.2)."""
+        """At the end of a bounded read: a frame cut off at the end is bad (docs/semantics.md#framings)."""
         try:
             decoder.close()
         except FramingError as err:
@@ -299,8 +300,8 @@ class ReadUncommitted:
 class ReadCommitted(ReadUncommitted):
     """The committed messages of `journal`, each exactly once, in journal order per producer.
 
-    ReadUncommitted plus a Sequencer (reference 6.4/6.5): committed sequences are delivered from the
-    sequencer's ring of `ring_size` envelopes, or replayed with a bounded read of the journal when
+    ReadUncommitted plus a Sequencer (docs/semantics.md#read-iterators): committed sequences are delivered
+    from the sequencer's ring of `ring_size` envelopes, or replayed with a bounded read of the journal when
     the ring no longer holds their start. ACK messages end each transaction and are delivered with
     `env.is_ack` (applications ignore them); `skip_acks=True` leaves them out.
 

@@ -1,4 +1,5 @@
-"""Sequencer: turns read-uncommitted envelopes into read-committed ones, exactly once (reference 6.4).
+"""Sequencer: turns read-uncommitted envelopes into read-committed ones, exactly once
+(docs/semantics.md#sequencer).
 
 Per (journal, producer) it tracks the last acknowledged clock and the open CONTINUE span; a fixed
 ring of recent envelopes usually holds a span when its ACK arrives, else the caller replays it.
@@ -31,7 +32,7 @@ __all__ = [
 
 log = logging.getLogger(__name__)
 
-RING_SIZE_DEFAULT = 8192  # envelopes; consumers' default ring (reference 6.5)
+RING_SIZE_DEFAULT = 8192  # envelopes; consumers' default ring (docs/semantics.md#read-iterators)
 PRUNE_HORIZON_24H_S = 24 * 3600  # the consumer's producer-pruning horizon
 
 
@@ -100,7 +101,7 @@ _O_REPLAY = QueueOutcome.ACK_COMMIT_REPLAY
 
 
 class _Partial:
-    """Gazette's partialSeq: one producer's state in one journal (reference 6.4)."""
+    """Gazette's partialSeq: one producer's state in one journal (docs/semantics.md#sequencer)."""
 
     __slots__ = (
         "journal",
@@ -193,7 +194,7 @@ class Sequencer:
                 f"queue({env.journal}@{env.begin}) called while a committed sequence of journal "
                 f"{self._emit.journal!r} remains to dequeue: call step() until it returns None first"
             )
-        # Evict the ring slot at head (reference 6.4 step 0).
+        # Evict the ring slot at head (step 0 in docs/semantics.md#sequencer).
         head = self._head
         owner = self._ring_owner[head]
         if owner is not None:

@@ -1,7 +1,7 @@
 """Message UUIDs: RFC 4122 version-1 UUIDs that carry a producer id, a clock and txn flags.
 
-Byte layout of reference 6.1 (Gazette's `message/uuid.go`): bytes 0..7 hold the 60-bit timestamp
-of the clock with the version nibble, bytes 8..9 the variant bits, the clock's 4-bit sequence
+Byte layout (docs/semantics.md#message-uuids; Gazette's `message/uuid.go`): bytes 0..7 hold the 60-bit
+timestamp of the clock with the version nibble, bytes 8..9 the variant bits, the clock's 4-bit sequence
 counter and 10 flag bits, bytes 10..15 the producer id. `UUID` is the standard `uuid.UUID`.
 """
 
@@ -132,8 +132,9 @@ def clock_to_unix_ns(clock: int) -> int:
 
 
 class Clock:
-    """A producer's monotonic clock. `tick()` adds one microsecond (reference 6.1: +160, so at most
-    one million messages a second per producer); `update(t)` only ever moves it forward."""
+    """A producer's monotonic clock. `tick()` adds one microsecond (+160, so at most one million
+    messages a second per producer); `update(t)` only ever moves it forward
+    (docs/semantics.md#message-uuids)."""
 
     def __init__(self, value: int = 0) -> None:
         self._value = value

@@ -1,5 +1,5 @@
-"""Compression codecs of fragments (reference 2.1): the enum mirroring broker.proto's
-CompressionCodec, its file extensions, and the names users may give it ("snappy", "zstd", ...).
+"""Compression codecs of fragments (docs/semantics.md#fragments-and-content-names): the enum mirroring
+broker.proto's CompressionCodec, its file extensions, and the names users may give it ("snappy", "zstd", ...).
 """
 
 from __future__ import annotations

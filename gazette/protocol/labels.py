@@ -1,7 +1,8 @@
-"""LabelSet: a sorted, unique list of (name, value) pairs (reference 1.1), and its proto mapping.
+"""LabelSet: a sorted, unique list of (name, value) pairs (docs/semantics.md#names-labels-and-selectors), and
+its proto mapping.
 
 Names may repeat with different values. Registers are LabelSets compared by exact equality
-(reference 12, item 1), so the type is an immutable, hashable tuple wrapper.
+(docs/semantics.md#spool-proposals), so the type is an immutable, hashable tuple wrapper.
 """
 
 from __future__ import annotations

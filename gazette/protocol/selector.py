@@ -114,7 +114,8 @@ class LabelSelector:
 
     @classmethod
     def parse(cls, text: str) -> LabelSelector:
-        """Parses the selector grammar of reference 1.1 (see `_Parser`); "" selects everything."""
+        """Parses the selector grammar (docs/semantics.md#names-labels-and-selectors, `_Parser`); "" selects
+        everything."""
         return _Parser(text).parse()
 
     @classmethod

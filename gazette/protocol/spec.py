@@ -1,4 +1,5 @@
-"""JournalSpec (reference 1.2): the public spec type, its validation, proto and dict forms, and gazctl's YAML.
+"""JournalSpec (docs/semantics.md#journal-specs): the public spec type, its validation, proto and dict forms,
+and gazctl's YAML.
 
 The constructor only normalises input types (strings, dicts, lists); `validate()` applies every rule,
 since a spec stored in etcd must validate on its own. In YAML hierarchies a zero value means unset:
@@ -247,7 +248,8 @@ class JournalSpec:
         return dataclasses.replace(self, **changes)
 
     def validate(self) -> JournalSpec:
-        """Raises ValidationError naming the field and rule (reference 1.2); returns self when valid."""
+        """Raises ValidationError naming the field and rule (docs/semantics.md#journal-specs); returns self
+        when valid."""
         try:
             self._validate()
         except ValidationError as exc:
@@ -462,7 +464,7 @@ def _fields_to_yaml(fields: Mapping[str, Any]) -> dict[str, Any]:
     return {k: out[k] for k in keys if k in out}
 
 
-# ---- gazctl YAML hierarchy (reference 1.2, broker/journalspace) ----------------------------------
+# ---- gazctl YAML hierarchy (docs/semantics.md#journal-specs, broker/journalspace) ----------------
 
 _NODE_KEYS = ("name", "revision", "delete", "children", "comment")  # comment: gazctl's no-op field
 _LEAF_ONLY = ("suspend_level", "suspend_offset")

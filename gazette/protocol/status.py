@@ -1,5 +1,6 @@
 """Protocol status codes as Python enums: `Status`, the broker's (broker.proto's `protocol.Status`,
-reference 3.2), and `ShardStatus`, the consumer's (shard.proto's `consumer.Status`, reference 7.8).
+docs/semantics.md#status-codes), and `ShardStatus`, the consumer's (shard.proto's `consumer.Status`,
+docs/semantics.md#shard-resolution-and-stat).
 
 They are two enums because they are two on the wire: each numbers its codes from 0, so 1 is
 JOURNAL_NOT_FOUND in one and SHARD_NOT_FOUND in the other, and ETCD_TRANSACTION_FAILED is 9 in one

@@ -1,4 +1,5 @@
-"""Naming and token rules of reference 1.1: journal names, label names and values, zones, suffixes, shard ids.
+"""Naming and token rules (docs/semantics.md#names-labels-and-selectors): journal names, label names and
+values, zones, suffixes, shard ids.
 
 Every check raises a ValidationError naming the input and the broken rule. Alphabets exclude every
 character <= '#' (the allocator key separator), so etcd key order equals entity order.
@@ -109,7 +110,8 @@ def split_journal_meta(name: str) -> tuple[str, str]:
 
 
 def validate_journal_name(name: str, *, allow_meta: bool = False) -> None:
-    """Journal name rules (reference 1.1); a `;meta` suffix is accepted only with `allow_meta` (requests)."""
+    """Journal name rules (docs/semantics.md#names-labels-and-selectors); a `;meta` suffix is accepted only
+    with `allow_meta` (requests)."""
     if not isinstance(name, str):
         raise ValidationError(f"journal name {name!r} is not a string")
     journal, sep, meta = name.partition(";")

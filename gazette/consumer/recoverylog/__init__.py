@@ -1,4 +1,5 @@
-"""Recovery logs: a local directory's file operations recorded to a journal and played back (reference 7.7).
+"""Recovery logs: a local directory's file operations recorded to a journal and played back
+(docs/semantics.md#recovery-logs).
 
 `ops` defines the record format and checksum chain, `fsm` the state machine sequencing operations,
 `hints` the FSMHints that let playback skip to the segments live files need (and their etcd keys),

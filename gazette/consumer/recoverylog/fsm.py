@@ -1,4 +1,4 @@
-"""FSM: the state machine of a recovery log's operations (reference 7.7).
+"""FSM: the state machine of a recovery log's operations (docs/semantics.md#recovery-logs).
 
 Operations apply strictly in sequence: one whose seq_no or checksum is not the next expected is a
 dead branch (a duplicate, a lost hand-off race, a fenced writer) and changes nothing. The FSM tracks

@@ -1,10 +1,10 @@
 """FSMHints: the log segments needed to rebuild a recorded directory, and where shards keep them in etcd.
 
 Hints list each live file (fnode) with the segments of the log holding its operations, so playback
-can skip the rest of the log (reference 7.7). They are stored as JSON under
+can skip the rest of the log (docs/semantics.md#recovery-logs). They are stored as JSON under
 `<hint_prefix>/<shard id>.primary` (written by the primary) and `.backup.N` (hints verified by a
-recovery, rotated newest first) — reference 1.4 — with the field names Go's encoding/json gives
-Gazette's FSMHints, as Gazette writes them. Readers accept that JSON and, as Gazette's do, the
+recovery, rotated newest first; docs/semantics.md#etcd-key-layout) with the field names Go's encoding/json
+gives Gazette's FSMHints, as Gazette writes them. Readers accept that JSON and, as Gazette's do, the
 marshaled recoverylog.FSMHints protobuf (`from_bytes`). `to_proto`/`from_proto` are the wire form of
 the Shard service (GetHints, Apply's primary_hints). Properties are small files kept whole in the
 hints (`{"path", "content"}`; Gazette's RocksDB stores record its "/IDENTITY" file so), written to
@@ -130,7 +130,7 @@ class Property:
 
 @dataclasses.dataclass(frozen=True, slots=True)
 class FSMHints:
-    """What a player needs to rebuild a recorder's directory from `log` (reference 7.7)."""
+    """What a player needs to rebuild a recorder's directory from `log` (docs/semantics.md#recovery-logs)."""
 
     log: str
     live_nodes: tuple[FnodeSegments, ...] = ()

@@ -1,5 +1,5 @@
-"""Offline recovery (`gazette shards recover`, reference 8.3): a shard's recovery log played into a
-local directory, to inspect its store without a running consumer.
+"""Offline recovery (`gazette shards recover`, docs/semantics.md#shard-commands): a shard's recovery log
+played into a local directory, to inspect its store without a running consumer.
 
 Playback uses the shard's stored hints (the primary's, else the newest backup) and stops at the
 log's write head without a hand-off, so it never fences the shard's live primary. The directory must

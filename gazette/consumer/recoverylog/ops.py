@@ -1,4 +1,5 @@
-"""RecordedOp: one file operation of a recovery log, its record format and checksum chain (reference 7.7).
+"""RecordedOp: one file operation of a recovery log, its record format and checksum chain
+(docs/semantics.md#recovery-logs).
 
 Records are exactly Gazette's (consumer/recoverylog recorder.go, playback.go): a fixed frame
 (`gazette.message.framing.fixed`: magic `66 33 93 36`, uint32 LE length) whose payload is a marshaled
@@ -39,7 +40,7 @@ from gazette.message.framing.fixed import HEADER_BYTES, MAGIC, frame
 from gazette.protocol.errors import GazetteError
 from gazette.protocol.status import Status
 
-AUTHOR_REGISTER = "author"  # the register name of the recorder fence (reference 7.7)
+AUTHOR_REGISTER = "author"  # the register name of the recorder fence (docs/semantics.md#recovery-logs)
 MAX_AUTHOR = (1 << 32) - 1
 MAX_OP_PAYLOAD_BYTES = 1 << 20  # a longer op payload is corruption (paths and properties are short)
 _BASE32_DIGITS = "0123456789abcdefghijklmnopqrstuv"

@@ -1,4 +1,5 @@
-"""Player: rebuilds a recorded directory by playing back its recovery log, then hands off (reference 7.7).
+"""Player: rebuilds a recorded directory by playing back its recovery log, then hands off
+(docs/semantics.md#recovery-logs).
 
 Playback starts where the FSM hints say (the log's start without hints), applies operations to an
 FSM and re-enacts the applied ones on files staged under `<directory>/.fnodes/`, reading through the

@@ -1,4 +1,5 @@
-"""Hint-based pruning of recovery logs (`gazette shards prune`, reference 2.5 and 7.7).
+"""Hint-based pruning of recovery logs (`gazette shards prune`, docs/semantics.md#retention-and-pruning,
+#recovery-logs).
 
 A player reads a recovery log from the first hinted segment onward, so persisted fragments ending
 at or before the lowest offset that any stored hints (primary and backups) still need can go.

@@ -1,4 +1,5 @@
-"""Recorder: appends the file operations of a local directory to its recovery log, fenced (reference 7.7).
+"""Recorder: appends the file operations of a local directory to its recovery log, fenced
+(docs/semantics.md#recovery-logs).
 
 Every operation is sequenced by the recorder's FSM and appended through an AppendService with
 `check_registers = {author: <author in base 32>}`. The Player's hand-off set that register to this

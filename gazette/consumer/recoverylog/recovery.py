@@ -1,4 +1,5 @@
-"""ShardRecovery: a shard assignment's side of its recovery log (reference 7.3, 7.7).
+"""ShardRecovery: a shard assignment's side of its recovery log (docs/semantics.md#shard-lifecycle,
+#recovery-logs).
 
 A standby plays the log `<recovery_log_prefix>/<shard id>` from the stored hints into a local
 directory (status BACKFILL), reports STANDBY once it tails the live log, and keeps tailing. On
@@ -26,7 +27,7 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-PRIMARY_HINTS_INTERVAL_S = 300.0  # the primary stores its recorder's hints this often (reference 7.3)
+PRIMARY_HINTS_INTERVAL_S = 300.0  # how often the primary stores hints (docs/semantics.md#shard-lifecycle)
 
 
 def recovery_log_of(recovery_log_prefix: str, shard_id: str) -> str:

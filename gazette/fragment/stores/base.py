@@ -1,4 +1,5 @@
-"""The fragment Store interface (reference 2.6), store URL parsing and the per-URL store cache.
+"""The fragment Store interface (docs/semantics.md#fragment-stores), store URL parsing and the per-URL store
+cache.
 
 Store methods block (callers run them in threads) and take paths relative to the store URL's path.
 A `put` is atomic: a partially written object is never visible to `list`, `exists` or `get`.

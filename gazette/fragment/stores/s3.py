@@ -1,10 +1,10 @@
 """S3Store: fragments in an S3 (or S3-compatible) bucket, via boto3.
 
 URL `s3://bucket/prefix/?endpoint=&region=&profile=&ACL=&storageClass=&SSE=&SSEKMSKeyId=&find=&replace=`
-(reference 2.6; names match case-insensitively, as Gazette's). A custom endpoint implies path-style
-addressing; without `region=` the region is AWS_REGION's (as for Gazette's AWS SDK), else botocore's
-own default. boto3 clients are thread-safe and one is shared by all calls; every botocore failure is
-re-raised as a StoreError naming URL and path.
+(docs/semantics.md#fragment-stores; names match case-insensitively, as Gazette's). A custom endpoint implies
+path-style addressing; without `region=` the region is AWS_REGION's (as for Gazette's AWS SDK), else
+botocore's own default. boto3 clients are thread-safe and one is shared by all calls; every botocore failure
+is re-raised as a StoreError naming URL and path.
 """
 
 from __future__ import annotations

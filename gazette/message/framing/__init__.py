@@ -1,4 +1,4 @@
-"""Message framings, keyed by a journal's `content-type` label (reference 6.2).
+"""Message framings, keyed by a journal's `content-type` label (docs/semantics.md#framings).
 
 framing_for(content_type, **options) builds the Framing that encodes messages with their UUIDs and
 decodes journal bytes into Envelopes; a journal whose content type has no registered framing can't

@@ -2,7 +2,8 @@
 
 A Framing turns one message plus its UUID into one whole frame and builds Decoders; a Decoder turns
 journal bytes into Envelopes with exact [begin, end) offsets and never consumes past the last whole
-frame (reference 6.2: offsets are derived from the buffered position). Imports only gazette.message.
+frame (docs/semantics.md#framings: offsets are derived from the buffered position). Imports only
+gazette.message.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ from gazette.message.uuid import UUID, Flags
 log = logging.getLogger(__name__)
 
 UUID_TEXT_CHARS = 36  # canonical form 8-4-4-4-12
-MAX_KNOWN_FLAG = max(Flags)  # flags above are unknown (reference 6.1)
+MAX_KNOWN_FLAG = max(Flags)  # flags above are unknown (docs/semantics.md#message-uuids)
 _fromhex = bytes.fromhex
 _unpack_uuid = struct.Struct(">IHHBB6s").unpack  # time_low, time_mid, time_hi_version, seq+flags, producer
 

@@ -1,4 +1,4 @@
-"""CSV framing (`text/csv`, reference 6.2): RFC 4180 records, column 0 holding the UUID string.
+"""CSV framing (`text/csv`, docs/semantics.md#framings): RFC 4180 records, column 0 holding the UUID string.
 
 Messages are rows (lists of strings, column 0 included). A record ends at a newline outside quotes:
 with RFC 4180 quoting that is a newline preceded by an even number of `"` since the record began,

@@ -1,4 +1,4 @@
-"""Fixed protobuf framing (`application/x-protobuf-fixed`, reference 6.2): magic `66 33 93 36`, a
+"""Fixed protobuf framing (`application/x-protobuf-fixed`, docs/semantics.md#framings): magic `66 33 93 36`, a
 uint32 little-endian payload length, then the payload.
 
 With `message_type` (a protobuf message class) payloads are parsed and the UUID is the canonical
