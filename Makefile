@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 EXTRAS ?= dev,s3,spark,notebook
 
-.PHONY: venv peers demo test test-fast lint typecheck protos bench bench-quick soak lab clean
+.PHONY: venv services test-min peers demo test test-fast lint typecheck protos bench bench-quick soak lab clean
 
 venv: $(STAMP)
 
@@ -27,8 +27,10 @@ GOPEERS := tests/interop/gopeers
 PEERS_STAMP := $(PEERS_BIN)/.built
 # Gazette's stream-sum example for tests/interop/test_stream_sum.py: its summer consumer, and a chunker
 # command of ours around its generator and verifier, built from tests/interop/streamsum/go.mod (same
-# Gazette version). Its stores link RocksDB (cgo): Debian's librocksdb-dev is installed when missing (as
-# root, with apt-get); without it, a C compiler or Go, that test skips, saying so.
+# Gazette version), and interop-messages, Go publishers and read-committed readers on Gazette's message
+# package for tests/interop/test_go_consumers.py. Its stores link RocksDB (cgo): Debian's librocksdb-dev
+# is installed when missing (as root, with apt-get); without it, a C compiler or Go, those tests skip,
+# saying so.
 STREAMSUM := tests/interop/streamsum
 STREAMSUM_STAMP := $(PEERS_BIN)/.stream-sum-built
 peers: $(PEERS_STAMP) $(STREAMSUM_STAMP)
@@ -48,7 +50,8 @@ $(PEERS_STAMP): $(GOPEERS)/go.mod $(GOPEERS)/go.sum $(GOPEERS)/tools.go
 	  done; \
 	fi
 
-$(STREAMSUM_STAMP): $(STREAMSUM)/go.mod $(STREAMSUM)/go.sum $(STREAMSUM)/tools.go $(STREAMSUM)/chunker/main.go
+$(STREAMSUM_STAMP): $(STREAMSUM)/go.mod $(STREAMSUM)/go.sum $(STREAMSUM)/tools.go $(STREAMSUM)/chunker/main.go \
+    $(STREAMSUM)/messages/main.go
 	@rocksdb() { printf '#include <rocksdb/c.h>\n' | cc -E -x c - >/dev/null 2>&1; }; \
 	if ! command -v go >/dev/null 2>&1 || ! command -v cc >/dev/null 2>&1; then \
 	  echo "peers: Gazette's stream-sum example needs Go and a C compiler (cgo), so its interop test will skip"; \
@@ -62,7 +65,8 @@ $(STREAMSUM_STAMP): $(STREAMSUM)/go.mod $(STREAMSUM)/go.sum $(STREAMSUM)/tools.g
 	  for attempt in 1 2; do \
 	    (cd $(STREAMSUM) && export CGO_ENABLED=1 GOFLAGS=-mod=mod && \
 	      go build -o $(CURDIR)/$(PEERS_BIN)/stream-sum-summer go.gazette.dev/core/examples/stream-sum/summer && \
-	      go build -o $(CURDIR)/$(PEERS_BIN)/stream-sum-chunker ./chunker) && touch $@ && break; \
+	      go build -o $(CURDIR)/$(PEERS_BIN)/stream-sum-chunker ./chunker && \
+	      go build -o $(CURDIR)/$(PEERS_BIN)/interop-messages ./messages) && touch $@ && break; \
 	    [ $$attempt = 2 ] && exit 1; echo "peers: build failed, trying once more"; sleep 5; \
 	  done; \
 	fi
@@ -76,9 +80,31 @@ lint: $(STAMP)
 typecheck: $(STAMP)
 	$(BIN)/mypy gazette
 
+# The Debian services the suite starts (PostgreSQL, Chromium): installed when missing if run as root,
+# else it says what it skipped and those tests skip (.ci/services; CI runs it through make test).
+services:
+	@bash .ci/services
+
 # Lint and types first (cheap), then the whole suite; the demo runs inside it (tests/test_demo.py).
-test: $(STAMP) peers lint typecheck
+test: $(STAMP) services peers lint typecheck
 	$(BIN)/python -m pytest -m "not soak" $(PYTEST_ARGS)
+
+# The runtime dependencies at the lower bounds of pyproject's ranges (.ci/min-requirements.py) in a venv
+# of their own, .venv-min, with current test tools, running a fast subset (MIN_TESTS). Not in make test.
+MIN_VENV := .venv-min
+MIN_TESTS ?= tests/protocol/test_selector.py tests/conformance tests/message/test_framing.py \
+	tests/cli/test_log_format.py tests/cli/test_cli_parity.py tests/consumer/test_metrics.py
+test-min:
+	@test -x $(MIN_VENV)/bin/python || $(PY) -m venv $(MIN_VENV)
+	@$(PY) .ci/min-requirements.py > $(MIN_VENV)/lower-bounds.txt
+	@echo "test-min: installing the lower bounds: $$(tr '\n' ' ' < $(MIN_VENV)/lower-bounds.txt)"
+	@for attempt in 1 2 3; do $(MIN_VENV)/bin/python -m pip install -q --upgrade pip && \
+	  $(MIN_VENV)/bin/python -m pip install -q -r $(MIN_VENV)/lower-bounds.txt \
+	    "pytest>=8" "pytest-asyncio>=0.23" "pytest-timeout>=2.3" "hypothesis>=6.100" && \
+	  $(MIN_VENV)/bin/python -m pip install -q --no-deps -e . && break; \
+	  [ $$attempt = 3 ] && exit 1; echo "test-min: pip failed (attempt $$attempt), trying again"; sleep 10; done
+	$(MIN_VENV)/bin/python -m pip check
+	$(MIN_VENV)/bin/python -m pytest -m "not soak" -p no:cacheprovider $(MIN_TESTS) $(PYTEST_ARGS)
 
 soak: $(STAMP)
 	GAZETTE_HYPOTHESIS_PROFILE=soak $(BIN)/python -m pytest -m "soak" $(PYTEST_ARGS)
@@ -107,4 +133,4 @@ lab: $(STAMP)
 	$(BIN)/jupyter lab notebooks/ $(if $(filter 0,$(shell id -u)),--allow-root) $(LAB_ARGS)
 
 clean:
-	rm -rf $(VENV) build .pytest_cache .mypy_cache .ruff_cache
+	rm -rf $(VENV) $(MIN_VENV) build .pytest_cache .mypy_cache .ruff_cache
