@@ -1,6 +1,7 @@
 """The main job never breaks unnoticed: `gazette demo --small` runs end to end in a temp dir (faults,
-exactly-once counts, Spark SQL over the persisted fragments); a forced mismatch exits non-zero with
-MISMATCH, and without Java the demo says so in one line and still checks everything else."""
+exactly-once counts, side effects exactly once, Spark SQL over the persisted fragments); a forced
+mismatch exits non-zero with MISMATCH, and without Java the demo says so in one line and still
+checks everything else."""
 
 from __future__ import annotations
 
@@ -55,6 +56,10 @@ def test_demo_small_end_to_end(tmp_path: Path) -> None:
     assert "broker kill landed while work remained: broker-" in out
     assert "consumer kill landed while work remained: consumer-" in out
     assert "rolled back: " in out  # aborted transactions were published, and counted by no one
+    reported = (
+        "committed report files, each matching its message's SHA-1, nothing staged or unreferenced left"
+    )
+    assert f"side effects: {demo.REPORT_EVENTS} events in " in out and reported in out
     if _java_available():
         assert "Spark SQL counts over the persisted fragments equal the consumer's" in out
     else:
@@ -68,6 +73,7 @@ def test_demo_small_end_to_end(tmp_path: Path) -> None:
     assert sorted(p.name for p in (data_dir / "wordcount").glob("*.db")) == [
         f"count-{i:03d}.db" for i in range(demo.PARTITIONS)
     ]
+    assert any((data_dir / "reports" / "reports").rglob("*.json"))  # the published report files
 
 
 def _lines(stream) -> queue.Queue[str | None]:  # type: ignore[no-untyped-def]

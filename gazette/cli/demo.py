@@ -3,7 +3,9 @@
 Four producers publish a word corpus (two committed, two in transactions, some rolled back) to R=3
 JSON journals while a 2-process word-count consumer (hot standby) counts it; a broker and the
 primary consumer are SIGKILLed mid-run. The consumer's counts must equal the corpus, and Spark SQL
-over the persisted fragments (fragments_io) the consumer's. `run_demo` returns False on a mismatch.
+over the persisted fragments (fragments_io) the consumer's. Then the batch-report example writes a
+report file per transaction as a side effect, exactly once (each report checked against the SHA-1
+its committed message carries). `run_demo` returns False on a mismatch.
 """
 
 from __future__ import annotations
@@ -26,7 +28,7 @@ from rich.table import Table
 
 from gazette.client.sync import Client
 from gazette.consumer import ConsumerGroup, ReplicaCode, ShardInfo
-from gazette.examples import wordcount
+from gazette.examples import reports, wordcount
 from gazette.local.cluster import LocalCluster
 from gazette.message import Publisher, ReadCommitted
 
@@ -58,6 +60,7 @@ STEP_TIMEOUT_S = 180.0
 STAT_POLL_TIMEOUT_S = 10.0
 POLL_INTERVAL_S = 0.05
 TOP_WORDS = 10
+REPORT_EVENTS = 200  # events of the batch-report (side effects) example
 SPARK_CONF = {
     "spark.sql.shuffle.partitions": "2",
     "spark.default.parallelism": "2",
@@ -219,6 +222,7 @@ class _Demo:
         self.data_dir = os.path.abspath(data_dir)
         self.store = f"file://{self.data_dir}/fragments/"
         self.db_dir = os.path.join(self.data_dir, "wordcount")
+        self.reports_dir = os.path.join(self.data_dir, "reports")
         self.words = corpus(size.words)
         self.expected: collections.Counter[str] = collections.Counter(self.words)
         self.journals = [wordcount.words_journal(i) for i in range(PARTITIONS)]
@@ -480,6 +484,23 @@ class _Demo:
             f"words repeating or skipping a count: {bad[:5]}; {_diff(dict(self.expected), totals)}",
         )
 
+    def side_effects(self) -> None:
+        """The batch-report example on the same cluster: a report file per transaction, exactly once."""
+        try:
+            result = reports.run(
+                self.cluster, REPORT_EVENTS, work_dir=self.reports_dir, timeout=STEP_TIMEOUT_S
+            )
+        except reports.VerificationError as exc:
+            self.check(False, "", f"batch reports (side effects): {exc}")
+            return
+        left = reports.leftovers(self.client, result["store"])
+        self.check(
+            left == {"staged": [], "unreferenced": []},
+            f"side effects: {result['events']} events in {result['reports']} committed report files, "
+            "each matching its message's SHA-1, nothing staged or unreferenced left",
+            f"batch reports (side effects) left objects behind: {left}",
+        )
+
     def flush(self) -> int:
         return len(self.cluster.flush_fragments())
 
@@ -532,6 +553,9 @@ class _Demo:
                     f"{k.to_publish} words still to publish",
                     f"{k.what} kill of {k.target} landed with no work remaining (the consumer had read everything)",
                 )
+            self.phase(
+                "batch reports: a report file per transaction, side effects exactly once", self.side_effects
+            )
             n_flushed = self.phase("flush spools to the file:// store", self.flush)
             self.phase("Spark SQL over the persisted fragments (fragments_io)", self.spark)
         except Exception as exc:
@@ -593,6 +617,9 @@ class _Demo:
         console.print(f"data: {self.data_dir}", soft_wrap=True)
         console.print(f"  fragments ({n_flushed} flushed at the end): {self.store}", soft_wrap=True)
         console.print(f"  consumer stores (sqlite): {self.db_dir}", soft_wrap=True)
+        console.print(
+            f"  batch reports (side effects) and their shard's store: {self.reports_dir}", soft_wrap=True
+        )
         console.print(
             f"  etcd, spools and process logs: {self.data_dir}/{{etcd,spool,*.log,consumers}}", soft_wrap=True
         )

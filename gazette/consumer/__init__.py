@@ -1,4 +1,4 @@
-"""Consumer runtime: applications, shards, transactions, checkpoints and stores (reference 7).
+"""Consumer runtime: applications, shards, transactions, checkpoints and stores (docs/semantics.md#consumers).
 
 Shards (ShardSpec) are items and consumers members of the generic allocator under a consumer root;
 each primary runs the transaction loop, committing a checkpoint atomically with its store and
@@ -27,6 +27,7 @@ from gazette.consumer.side_effects import (
     SideEffectError,
     SideEffectRecord,
     SideEffects,
+    SideEffectsState,
     read_side_effect,
 )
 from gazette.consumer.spec import ShardSpec, ShardSpecError, Source
@@ -65,6 +66,7 @@ __all__ = [
     "SideEffectError",
     "SideEffectRecord",
     "SideEffects",
+    "SideEffectsState",
     "Source",
     "Store",
     "TxnTiming",

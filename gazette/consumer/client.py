@@ -38,6 +38,7 @@ from gazette.consumer.allocation import ConsumerSpec
 from gazette.consumer.consumer import ReplicaInfo, ShardInfo
 from gazette.consumer.recoverylog.hints import FSMHints, ShardHints
 from gazette.consumer.recoverylog.ops import RecoveryLogError
+from gazette.consumer.side_effects import SideEffectsState
 from gazette.consumer.spec import ShardSpec, ShardSpecError
 from gazette.consumer.status import ReplicaCode, ReplicaStatus
 from gazette.consumer.store import ConsumerCheckpoint
@@ -128,7 +129,8 @@ class ShardInspection:
     `checkpoint` is the last committed checkpoint (read-through offsets, producer states, ACK intents),
     `sequencer` the Sequencer's `describe()` (producers' partial spans, ring occupancy, outcome counts),
     `queued` the queue-outcome counts by "<flag>/<OUTCOME>", `transactions` the most recent completed
-    transactions' timings (oldest first).
+    transactions' timings (oldest first). `side_effects` is where the shard's side effects are
+    (committing, committed but unpublished, published, pending cleanup), None when its store keeps none.
     """
 
     shard: str
@@ -140,6 +142,7 @@ class ShardInspection:
     transactions_completed: int
     read_through: dict[str, int]
     publish_at: dict[str, int]
+    side_effects: SideEffectsState | None = None
 
 
 def _backoff(attempt: int) -> float:
@@ -207,6 +210,8 @@ class AsyncShardClient:
         auth_keys: KeyedAuth | str | None = None,
         tls: TLSConfig | None = None,
     ) -> None:
+        """Raises ValidationError unless exactly one of `endpoint` and (`etcd`, `root`) is given, and
+        ValueError for a bad `timeout`. Channels open lazily, at the first call."""
         self.timeout = check_timeout(timeout)
         self.auth = KeyedAuth.coerce(auth_keys)
         self.tls = tls
@@ -229,6 +234,7 @@ class AsyncShardClient:
         self._channels: dict[str, tuple[grpc.aio.Channel, Any, Any]] = {}  # channel, Shard and Shards stubs
 
     async def close(self) -> None:
+        """Closes the channels opened to members; a later call opens new ones."""
         channels, self._channels = list(self._channels.values()), {}
         for channel, *_stubs in channels:
             await channel.close()
@@ -405,6 +411,9 @@ class AsyncShardClient:
             transactions_completed=resp.transactions_completed,
             read_through=dict(resp.read_through),
             publish_at=dict(resp.publish_at),
+            side_effects=(
+                SideEffectsState.from_proto(resp.side_effects) if resp.HasField("side_effects") else None
+            ),
         )
 
     def _seconds(self, timeout: Timeout) -> float | None:
@@ -582,6 +591,8 @@ class ShardClient:
         auth_keys: KeyedAuth | str | None = None,
         tls: TLSConfig | None = None,
     ) -> None:
+        """As `AsyncShardClient` (ValidationError unless exactly one of `endpoint` and `etcd`+`root`
+        is given), its calls run on `loop` (default: the process's shared background loop thread)."""
         self._loop = loop or default_loop()
 
         async def make() -> AsyncShardClient:
@@ -600,26 +611,38 @@ class ShardClient:
         return self._loop.run(fn(*args, **kwargs))
 
     def close(self) -> None:
+        """Closes the channels opened to consumer members (on the loop thread)."""
         self._run(self.aio.close)
 
     def __enter__(self) -> ShardClient:
+        """The client itself; leaving the `with` block closes it."""
         return self
 
     def __exit__(self, *exc: object) -> None:
+        """Closes the client (see `close`); exceptions propagate."""
         self.close()
 
     def list_shards(
         self, selector: str | LabelSelector | None = None, *, timeout: Timeout = USE_CLIENT_DEFAULT
     ) -> list[ShardInfo]:
+        """Shards whose labels (plus the meta-label `id`) match `selector`, each with its route and
+        replica statuses. GazetteError on a failing status, ShardTimeoutError after `timeout` seconds
+        (the client's default unless given)."""
         result: list[ShardInfo] = self._run(self.aio.list_shards, selector, timeout=timeout)
         return result
 
     def apply_shards(
         self, changes: Iterable[ShardSpec | ShardChange], *, timeout: Timeout = USE_CLIENT_DEFAULT
     ) -> int:
+        """Creates, updates or deletes shards in one etcd transaction and returns its revision (see
+        `AsyncShardClient.apply_shards`). A ShardChange whose revision no longer matches raises
+        GazetteError(ETCD_TRANSACTION_FAILED); an invalid spec ShardSpecError; ShardTimeoutError after
+        `timeout` seconds."""
         return int(self._run(self.aio.apply_shards, list(changes), timeout=timeout))
 
     def delete_shards(self, shard_ids: Iterable[str], *, timeout: Timeout = USE_CLIENT_DEFAULT) -> int:
+        """Deletes the shards in one etcd transaction and returns its revision; their recovery logs
+        and stored state are left alone. Errors as `apply_shards`."""
         return int(self._run(self.aio.delete_shards, list(shard_ids), timeout=timeout))
 
     def unassign(
@@ -630,6 +653,9 @@ class ShardClient:
         dry_run: bool = False,
         timeout: Timeout = USE_CLIENT_DEFAULT,
     ) -> list[str]:
+        """Removes the shards' FAILED and primary assignments (with `only_failed`, FAILED ones only)
+        so the allocator places them anew; returns the shards acted on, or that would be with
+        `dry_run` (see `AsyncShardClient.unassign`). ShardTimeoutError after `timeout` seconds."""
         ids = [shards] if isinstance(shards, str) else list(shards)
         result: list[str] = self._run(
             self.aio.unassign, ids, only_failed=only_failed, dry_run=dry_run, timeout=timeout
@@ -637,6 +663,8 @@ class ShardClient:
         return result
 
     def get_hints(self, shard: str, *, timeout: Timeout = USE_CLIENT_DEFAULT) -> ShardHints:
+        """The shard's stored recovery-log hints, the primary's and its backups' (None where none is
+        stored; see `AsyncShardClient.get_hints`). ShardTimeoutError after `timeout` seconds."""
         result: ShardHints = self._run(self.aio.get_hints, shard, timeout=timeout)
         return result
 
@@ -652,5 +680,8 @@ class ShardClient:
         return result
 
     def inspect(self, shard: str, *, timeout: Timeout = USE_CLIENT_DEFAULT) -> ShardInspection:
+        """The shard primary's last committed checkpoint, sequencer state, outcome counts and recent
+        transaction timings (gazette-py consumers only: a Gazette consumer's refusal raises
+        GazetteError). ShardTimeoutError after `timeout` seconds."""
         result: ShardInspection = self._run(self.aio.inspect, shard, timeout=timeout)
         return result

@@ -1,4 +1,4 @@
-"""The Shard gRPC services each Consumer member hosts (reference 7.8).
+"""The Shard gRPC services each Consumer member hosts (docs/semantics.md#shard-resolution-and-stat).
 
 `ShardService` is Gazette's `consumer.Shard` (shard.proto), served with Gazette's messages and
 semantics (consumer/shard_api.go, consumer/resolver.go), so gazctl and Gazette's Go clients use a
@@ -70,7 +70,7 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 RESOLVE_POLL_S = 0.05  # how often a request waiting for a local primary to recover looks again
-RECOVERY_LOG_CONTENT_TYPE = "application/x-gazette-recoverylog"  # reference 7.7
+RECOVERY_LOG_CONTENT_TYPE = "application/x-gazette-recoverylog"  # docs/semantics.md#recovery-logs
 CONTENT_TYPE_LABEL = "content-type"
 
 
@@ -299,8 +299,8 @@ class ShardService(shard_pb2_grpc.ShardServicer):
         return rpc.RequestOp(request_put=rpc.PutRequest(key=key, value=hints.to_json()))
 
     async def _check_journals(self, specs: Iterable[ShardSpec]) -> None:
-        """Reference 7.2: every source journal exists with a content type that has a registered
-        framing, and a recovery log (if any) exists with the recovery-log content type."""
+        """As docs/semantics.md#shard-specs requires: every source journal exists with a content type that has
+        a registered framing, and a recovery log (if any) exists with the recovery-log content type."""
         wanted: dict[str, list[str]] = {}  # journal (without ;meta) -> what needs it
         for spec in specs:
             for src in spec.sources:
@@ -567,6 +567,7 @@ class ShardService(shard_pb2_grpc.ShardServicer):
             )
         shard, loop = res.local
         described = loop.describe_sequencer()
+        effects = loop.side_effects.state().to_proto() if loop.side_effects is not None else None
         return gazette_py_pb2.InspectResponse(
             status=to_pb(ShardStatus.OK),
             header=res.header,
@@ -586,6 +587,7 @@ class ShardService(shard_pb2_grpc.ShardServicer):
             transactions_completed=loop.transactions,
             read_through=shard.read_through,
             publish_at=loop.publish_at,
+            side_effects=effects,
         )
 
 

@@ -10,7 +10,9 @@ removed), and only after that are the transaction's ACKs appended: a committed m
 at nothing. A new primary publishes what the last committed transaction registered before it
 re-appends its ACK intents. *Cleanup* (on recovery, then every `cleanup_interval_s`) removes staged
 objects of attempts below this primary's: the store's fence moved past them, so they can never
-commit. Committed side effects are never removed. Imports fragment.stores and protocol only.
+commit. Committed side effects are never removed. `SideEffects.state()` is where each side effect is
+in that lifecycle (what Inspect, `gazette shards inspect` and CheckpointView show). Imports
+fragment.stores and protocol only.
 """
 
 from __future__ import annotations
@@ -29,6 +31,7 @@ from typing import Any
 
 from gazette.fragment.stores import ObjectNotFoundError, StoreError, get_store, parse_store_url
 from gazette.fragment.stores.base import check_object_path
+from gazette.protocol import gazette_py_pb2
 from gazette.protocol.errors import GazetteError, ValidationError
 from gazette.protocol.status import Status
 
@@ -91,6 +94,72 @@ class SideEffectRecord:
             if not isinstance(data[name], want) or isinstance(data[name], bool):
                 raise ValidationError(f"{where}.{name} is {data[name]!r:.60}, expected {want.__name__}")
         return cls(**{name: data[name] for name in fields})
+
+    def to_proto(self) -> gazette_py_pb2.SideEffectRecord:
+        return gazette_py_pb2.SideEffectRecord(**self.to_dict())
+
+    @classmethod
+    def from_proto(cls, pb: gazette_py_pb2.SideEffectRecord) -> SideEffectRecord:
+        return cls(**{f.name: getattr(pb, f.name) for f in dataclasses.fields(cls)})
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class SideEffectsState:
+    """Where a primary's side effects are (`SideEffects.state()`; Inspect's `side_effects`).
+
+    `open`: registered in the open transaction (`sha1` is "" until prepared); `committing`: prepared
+    and sealed, committing with the checkpoint; `unpublished`: committed, not yet published (a new
+    primary's restored ones until its recovery (re)published them); `published`: how many this
+    primary published, recovery's included, and `last_published` the latest transaction's.
+    `cleanup_pending`: staged objects (URLs) of fenced-out attempts that the last cleanup found and
+    has not removed yet (a store failing); `removed`: how many cleanup removed; `cleanups`: scans
+    run, the last ending at `last_cleanup_at` (Unix seconds, 0 before the first) with
+    `cleanup_error` ("" if it succeeded); the next is `cleanup_interval_s` after it.
+    """
+
+    attempt: int
+    stores: tuple[str, ...]
+    staging_prefix: str
+    open: tuple[SideEffectRecord, ...] = ()
+    committing: tuple[SideEffectRecord, ...] = ()
+    unpublished: tuple[SideEffectRecord, ...] = ()
+    published: int = 0
+    last_published: tuple[SideEffectRecord, ...] = ()
+    cleanup_pending: tuple[str, ...] = ()
+    removed: int = 0
+    cleanups: int = 0
+    last_cleanup_at: float = 0.0
+    cleanup_interval_s: float = CLEANUP_INTERVAL_S
+    cleanup_error: str = ""
+    store_retries: int = 0
+
+    _RECORDS = ("open", "committing", "unpublished", "last_published")
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready: records as dicts, tuples as lists (`gazette shards inspect`)."""
+        d = {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
+        for name in self._RECORDS:
+            d[name] = [r.to_dict() for r in d[name]]
+        d["stores"], d["cleanup_pending"] = list(self.stores), list(self.cleanup_pending)
+        return d
+
+    def to_proto(self) -> gazette_py_pb2.SideEffectsState:
+        fields: dict[str, Any] = {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
+        for name in self._RECORDS:
+            fields[name] = [r.to_proto() for r in fields[name]]
+        return gazette_py_pb2.SideEffectsState(**fields)
+
+    @classmethod
+    def from_proto(cls, pb: gazette_py_pb2.SideEffectsState) -> SideEffectsState:
+        fields: dict[str, Any] = {}
+        for f in dataclasses.fields(cls):
+            value = getattr(pb, f.name)
+            if f.name in cls._RECORDS:
+                value = tuple(SideEffectRecord.from_proto(r) for r in value)
+            elif f.name in ("stores", "cleanup_pending"):
+                value = tuple(value)
+            fields[f.name] = value
+        return cls(**fields)
 
 
 def object_url(store: str, path: str) -> str:
@@ -204,7 +273,8 @@ class SideEffects:
     author's first sequence number) and the registrations of its last committed transaction, and
     persists `committing` in each commit. `on_phase(phase, records)` is called (on a background
     thread, or the shard's worker thread for "registered" and "prepared") at each phase boundary of
-    `PHASES`: for observation, and for tests to stop a process at a chosen point.
+    `PHASES`: for observation, and for tests to stop a process at a chosen point. `state()` tells
+    where each side effect of this primary is (a SideEffectsState).
     """
 
     def __init__(
@@ -231,6 +301,15 @@ class SideEffects:
         self.committing: tuple[SideEffectRecord, ...] = ()  # sealed for the commit in progress
         self.store_retries = 0  # store operations retried after a failure (for tests and views)
         self.removed = 0  # staged objects removed by cleanup
+        self.published = 0  # side effects this primary published (recovery's included)
+        self.last_published: tuple[SideEffectRecord, ...] = ()
+        self.cleanups = 0  # cleanup scans run
+        self.last_cleanup_at = 0.0  # Unix seconds the last cleanup scan ended (0: none yet)
+        self.cleanup_error = ""  # the last cleanup scan's failure ("" if it succeeded)
+        self.cleanup_pending: tuple[str, ...] = ()  # fenced-out staged objects found, not removed yet
+        # Sealed side effects by id, in order, each "committing" until its commit resolves, then
+        # "unpublished" until published (guarded by _lock: state() reads it from another thread).
+        self._inflight: dict[str, tuple[str, SideEffectRecord]] = {}
         self._prefix = ""
         self._txn = 0
         self._open: list[SideEffect] = []
@@ -267,6 +346,9 @@ class SideEffects:
         self._txn = 0
         self._open = []
         self.committing = ()
+        with self._lock:
+            # Committed by an earlier primary; published, or not, until `recover` makes sure.
+            self._inflight = {r.id: ("unpublished", r) for r in self.restored}
 
     # ---- register and prepare (the shard's worker thread)
 
@@ -340,6 +422,8 @@ class SideEffects:
             e._prepared.result()  # raises the prepare's failure: the transaction does not commit
         self.committing = tuple(e.record for e in effects)
         if self.committing:
+            with self._lock:
+                self._inflight.update((r.id, ("committing", r)) for r in self.committing)
             self._phase("prepared", self.committing)
         return self.committing
 
@@ -352,7 +436,12 @@ class SideEffects:
 
         def run() -> None:
             try:
-                commit.result()
+                try:
+                    commit.result()
+                except BaseException:
+                    self._settle(records, None)  # never committed: left for a successor's cleanup
+                    raise
+                self._settle(records, "unpublished")
                 self._phase("committed", records)
                 self.publish(records)
                 self._phase("published", records)
@@ -380,6 +469,7 @@ class SideEffects:
         futures = [self._io.submit(self._publish_one, r) for r in records]
         for f in futures:
             f.result()
+        self._settle(records, None, published=True)
 
     def _publish_one(self, r: SideEffectRecord) -> None:
         store = get_store(r.store)
@@ -418,8 +508,31 @@ class SideEffects:
         object URLs."""
         if not self.attempt:
             return []
+        try:
+            removed = self._clean()
+        except BaseException as exc:
+            with self._lock:
+                self.cleanup_error = f"{type(exc).__name__}: {exc}"
+            raise
+        else:
+            with self._lock:
+                self.cleanup_error = ""
+        finally:
+            with self._lock:
+                self.cleanups += 1
+                self.last_cleanup_at = time.time()
+        if removed:
+            log.info(
+                "shard %s: removed %d staged side effect(s) of attempts before %d (fenced out, never committed)",
+                self.shard_id, len(removed), self.attempt,
+            )  # fmt: skip
+        return removed
+
+    def _clean(self) -> list[str]:
+        """One cleanup scan: lists every store's staging prefix, then removes the fenced-out attempts'
+        objects, keeping `cleanup_pending` to what is found and not removed yet."""
         keep = {(r.store, r.staging) for r in self.restored}
-        removed: list[str] = []
+        stale: list[tuple[str, str]] = []  # (store URL, path)
         for url in self.stores:
             store = get_store(url)
             for entry in store.list(self._prefix):
@@ -436,16 +549,42 @@ class SideEffects:
                 path = self._prefix + entry.path
                 if int(attempt) >= self.attempt or (url, path) in keep:
                     continue
-                store.remove(path)
-                removed.append(object_url(url, path))
-        if removed:
+                stale.append((url, path))
+        with self._lock:
+            self.cleanup_pending = tuple(object_url(url, path) for url, path in stale)
+        removed: list[str] = []
+        for url, path in stale:
+            get_store(url).remove(path)
+            removed.append(object_url(url, path))
             with self._lock:
-                self.removed += len(removed)
-            log.info(
-                "shard %s: removed %d staged side effect(s) of attempts before %d (fenced out, never committed)",
-                self.shard_id, len(removed), self.attempt,
-            )  # fmt: skip
+                self.removed += 1
+                self.cleanup_pending = self.cleanup_pending[1:]
         return removed
+
+    # ---- state (for Inspect, from any thread)
+
+    def state(self) -> SideEffectsState:
+        """A snapshot of where this primary's side effects are (see SideEffectsState)."""
+        open_ = tuple(e.record for e in list(self._open))  # the worker thread's list: copied at once
+        with self._lock:
+            inflight = list(self._inflight.values())
+            return SideEffectsState(
+                attempt=self.attempt,
+                stores=self.stores,
+                staging_prefix=self._prefix,
+                open=open_,
+                committing=tuple(r for phase, r in inflight if phase == "committing"),
+                unpublished=tuple(r for phase, r in inflight if phase == "unpublished"),
+                published=self.published,
+                last_published=self.last_published,
+                cleanup_pending=self.cleanup_pending,
+                removed=self.removed,
+                cleanups=self.cleanups,
+                last_cleanup_at=self.last_cleanup_at,
+                cleanup_interval_s=self.cleanup_interval_s,
+                cleanup_error=self.cleanup_error,
+                store_retries=self.store_retries,
+            )
 
     def close(self) -> None:
         """Stops retries and background work (the store is being destroyed: the shard stopped)."""
@@ -454,6 +593,22 @@ class SideEffects:
         self._publisher.shutdown(wait=False, cancel_futures=True)
 
     # ---- internals
+
+    def _settle(
+        self, records: Sequence[SideEffectRecord], phase: str | None, published: bool = False
+    ) -> None:
+        """Moves `records` to `phase` in the state (None: out of it; `published`: counting those that
+        were committed and waiting, not a repeated publication)."""
+        if not records:
+            return
+        with self._lock:
+            for r in records:
+                if phase is not None:
+                    self._inflight[r.id] = (phase, r)
+                elif self._inflight.pop(r.id, None) is not None and published:
+                    self.published += 1
+            if published:
+                self.last_published = tuple(records)
 
     def _phase(self, phase: str, records: Sequence[SideEffectRecord]) -> None:
         if self.on_phase is not None:

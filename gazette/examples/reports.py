@@ -34,7 +34,7 @@ from gazette.consumer import (
     SQLStore,
     read_side_effect,
 )
-from gazette.consumer.side_effects import PENDING_PREFIX
+from gazette.consumer.side_effects import PENDING_PREFIX, PHASES
 from gazette.consumer.store import Store
 from gazette.fragment.stores import get_store
 from gazette.message import Envelope, Publisher, ReadCommitted
@@ -50,7 +50,8 @@ SHARD_ID = "reports-000"
 REPORT_PATH = "reports/{shard}/{id}.json"  # {id} makes it unique per attempt (required)
 REPORTS_PREFIX = "reports/"
 JSON_LABELS = {"content-type": "application/x-ndjson"}
-# A test hook, read by `stop_at_phase` in the consumer's process: "<phase>:<flag file>".
+# A test hook, read by `stop_at_phase` in the consumer's process: "<phase>:<flag file>", or
+# "@<control file>" whose content, read at each phase, is that (`stop_next_at` writes it).
 STOP_AT_ENV = "GAZETTE_EXAMPLE_REPORTS_STOP_AT"
 
 
@@ -75,9 +76,18 @@ def shard(max_txn_duration: str = "200ms", hot_standbys: int = 0, hint_prefix: s
 def stop_at_phase(phase: str, records: Sequence[SideEffectRecord]) -> None:
     """Logs each phase (INFO), and is a test hook: when STOP_AT_ENV is "<phase>:<flag file>", the first
     process to reach `phase` creates the flag file holding its pid and stops itself (SIGSTOP) for the
-    test to kill; later ones go on. Only for consumers in processes of their own."""
+    test to kill; later ones go on. When it is "@<control file>", that file (absent: no stop) holds
+    "<phase>:<flag file>", so a running test chooses where the next process stops (`stop_next_at`).
+    Only for consumers in processes of their own."""
     log.info("side-effect phase %s: %s", phase, [r.id for r in records])
-    want, _, flag = os.environ.get(STOP_AT_ENV, "").partition(":")
+    setting = os.environ.get(STOP_AT_ENV, "")
+    if setting.startswith("@"):
+        try:
+            with open(setting[1:]) as f:
+                setting = f.read().strip()
+        except FileNotFoundError:
+            return
+    want, _, flag = setting.partition(":")
     if phase != want or not flag:
         return
     try:
@@ -88,6 +98,36 @@ def stop_at_phase(phase: str, records: Sequence[SideEffectRecord]) -> None:
         f.write(f"{os.getpid()}\n")
     log.warning("TEST HOOK: stopping at side-effect phase %s (%s)", phase, [r.id for r in records])
     os.kill(os.getpid(), signal.SIGSTOP)
+
+
+def stop_next_at(control: str, phase: str, flag: str) -> str:
+    """Arms the "@<control file>" form of STOP_AT_ENV: the next consumer process to reach `phase`
+    stops itself there and writes its pid to `flag` (which must not exist yet). Returns `flag`."""
+    if phase not in PHASES:
+        raise ValueError(f"side-effect phase {phase!r} is not one of {PHASES}")
+    tmp = f"{control}.tmp"
+    with open(tmp, "w") as f:
+        f.write(f"{phase}:{flag}\n")
+    os.replace(tmp, control)  # a process reading it sees the old setting or the new one, whole
+    return flag
+
+
+def stopped_pid(flag: str, timeout: float = 90.0) -> int:
+    """The pid a process stopped by `stop_at_phase` wrote to `flag`, once it is stopped (Linux)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            with open(flag) as f:
+                pid = int(f.read().strip() or 0)
+            if pid:
+                with open(f"/proc/{pid}/stat") as f:
+                    if f.read().rsplit(")", 1)[1].split()[0] in ("T", "t"):
+                        return pid
+        except (FileNotFoundError, ValueError):
+            pass
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"no consumer process stopped itself ({flag}) within {timeout:.0f} s")
+        time.sleep(0.02)
 
 
 class ReportStore(SQLStore):
@@ -230,14 +270,25 @@ def leftovers(client: Client, reports_store: str) -> dict[str, list[str]]:
 
 
 def run(
-    cluster: Any, events: int = 200, *, reports_store: str | None = None, timeout: float = 120.0
+    cluster: Any,
+    events: int = 200,
+    *,
+    reports_store: str | None = None,
+    work_dir: str | None = None,
+    timeout: float = 120.0,
 ) -> dict[str, Any]:
     """Publishes `events` events in two halves, runs the batch-report consumer until every event is
-    in a committed report, verifies them and returns {"reports": n, "events": n, "store": url}."""
+    in a committed report, verifies them and returns {"reports": n, "events": n, "store": url}. The
+    shard's database (and, by default, the reports' file:// store) go under `work_dir` (default: a
+    new temporary directory)."""
     client = cluster.client()
     client.apply_journals(journals(store=getattr(cluster, "store", None)))
     cluster.wait_for_routes()
-    work = tempfile.mkdtemp(prefix="batch-reports-")
+    if work_dir is None:
+        work = tempfile.mkdtemp(prefix="batch-reports-")
+    else:
+        work = os.path.abspath(work_dir)
+        os.makedirs(work, exist_ok=True)
     reports_store = reports_store or f"file://{work}/reports/"
     group: ConsumerGroup = cluster.run_consumer(BatchReports(reports_store, work), [shard()])
     numbers = list(range(events))

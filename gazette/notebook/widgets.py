@@ -526,7 +526,9 @@ class SequencerView(_LiveView):
 class CheckpointView(_LiveView):
     """A checkpoint: a shard's last committed one with its transaction timings
     (`CheckpointView(shard_client, shard)`), or a ReadCommitted's current one (`CheckpointView(reader)`).
-    `offsets`, `producers` and `ack_intents` hold the last snapshot."""
+    `offsets`, `producers` and `ack_intents` hold the last snapshot; `side_effects` the shard's
+    side effects (a SideEffectsState: committing, committed but unpublished, published, pending
+    cleanup), None when its store keeps none."""
 
     def __init__(self, source: Any, shard: str | None = None, *, auto_refresh_s: float | None = None) -> None:
         super().__init__(f"Checkpoint of {shard or getattr(source, 'journal', '?')}")
@@ -535,6 +537,7 @@ class CheckpointView(_LiveView):
         self.offsets: dict[str, int] = {}
         self.producers: list[dict[str, Any]] = []
         self.ack_intents: list[str] = []
+        self.side_effects: Any = None
         self.transactions = widgets.IntText(value=0, description="txns", disabled=True)
         self.widget.children = (*self.widget.children, self.transactions)
         self.widget.add_class("gazette-checkpoint-view")
@@ -544,6 +547,7 @@ class CheckpointView(_LiveView):
 
     def _snapshot(self) -> None:
         timings: list[Any] = []
+        effects = None
         if hasattr(self.source, "checkpoint") and self.shard is None:
             cp = self.source.checkpoint()
             intents: list[str] = []
@@ -554,6 +558,8 @@ class CheckpointView(_LiveView):
             intents = sorted(ins.checkpoint.ack_intents)
             timings = list(ins.transactions)
             completed = int(getattr(ins, "transactions_completed", len(timings)))
+            effects = getattr(ins, "side_effects", None)
+        self.side_effects = effects
         d = cp.to_dict()
         self.offsets = dict(d["offsets"])
         self.producers = list(d["producers"])
@@ -569,5 +575,29 @@ class CheckpointView(_LiveView):
             + _table(["journal", "producer", "last ACK", "begin"], prow, "gazette-producer-states")
             + (f"<div>ACK intents: {html.escape(', '.join(intents))}</div>" if intents else "")
             + (_table(["messages", "consume s", "commit s", "ack s"], trow, "gazette-txns") if trow else "")
+            + (_side_effects_html(effects) if effects is not None else "")
         )
         self.status.value = f"{len(self.offsets)} journals, {len(self.producers)} producers"
+
+
+def _side_effects_html(e: Any) -> str:
+    """A SideEffectsState: its counts, the side effects not yet published, and what cleanup has left."""
+    summary = (
+        f"Side effects (attempt {e.attempt}): {len(e.open)} open, {len(e.committing)} committing, "
+        f"{len(e.unpublished)} committed but unpublished, {e.published} published; cleanup: "
+        f"{e.cleanups} scans, {e.removed} removed, {len(e.cleanup_pending)} pending"
+        + (f", last failed: {e.cleanup_error}" if e.cleanup_error else "")
+        + (f"; {e.store_retries} store retries" if e.store_retries else "")
+    )
+    rows = [
+        [phase, r.kind, r.url, r.sha1[:12] or "-", r.size]
+        for phase, records in (
+            ("open", e.open),
+            ("committing", e.committing),
+            ("unpublished", e.unpublished),
+            ("last published", e.last_published),
+        )
+        for r in records
+    ] + [["pending cleanup", "", url, "", ""] for url in e.cleanup_pending]
+    table = _table(["phase", "kind", "object", "sha1", "size"], rows, "gazette-side-effects") if rows else ""
+    return f'<div class="gazette-side-effects-summary">{html.escape(summary)}</div>' + table

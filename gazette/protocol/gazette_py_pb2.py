@@ -26,7 +26,7 @@ from gazette.protocol import broker_pb2 as gazette_dot_protocol_dot_broker__pb2
 from gazette.protocol import shard_pb2 as gazette_dot_protocol_dot_shard__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n!gazette/protocol/gazette_py.proto\x12\ngazette_py\x1a\x1dgazette/protocol/broker.proto\x1a\x1cgazette/protocol/shard.proto\"A\n\x0c\x46lushRequest\x12 \n\x06header\x18\x01 \x01(\x0b\x32\x10.protocol.Header\x12\x0f\n\x07journal\x18\x02 \x01(\t\"\x8e\x01\n\rFlushResponse\x12 \n\x06status\x18\x01 \x01(\x0e\x32\x10.protocol.Status\x12 \n\x06header\x18\x02 \x01(\x0b\x32\x10.protocol.Header\x12$\n\x08\x66ragment\x18\x03 \x01(\x0b\x32\x12.protocol.Fragment\x12\x13\n\x0bstore_error\x18\x04 \x01(\t\"A\n\x0eInspectRequest\x12 \n\x06header\x18\x01 \x01(\x0b\x32\x10.protocol.Header\x12\r\n\x05shard\x18\x02 \x01(\t\"c\n\tTxnTiming\x12\x10\n\x08\x62\x65gan_at\x18\x01 \x01(\x01\x12\x10\n\x08messages\x18\x02 \x01(\x03\x12\x11\n\tconsume_s\x18\x03 \x01(\x01\x12\x10\n\x08\x63ommit_s\x18\x04 \x01(\x01\x12\r\n\x05\x61\x63k_s\x18\x05 \x01(\x01\"\xa5\x04\n\x0fInspectResponse\x12 \n\x06status\x18\x01 \x01(\x0e\x32\x10.consumer.Status\x12 \n\x06header\x18\x02 \x01(\x0b\x32\x10.protocol.Header\x12\x17\n\x0f\x63heckpoint_json\x18\x03 \x01(\t\x12\x16\n\x0esequencer_json\x18\x04 \x01(\t\x12\x37\n\x06queued\x18\x05 \x03(\x0b\x32\'.gazette_py.InspectResponse.QueuedEntry\x12+\n\x0ctransactions\x18\x06 \x03(\x0b\x32\x15.gazette_py.TxnTiming\x12\x1e\n\x16transactions_completed\x18\x07 \x01(\x03\x12\x42\n\x0cread_through\x18\x08 \x03(\x0b\x32,.gazette_py.InspectResponse.ReadThroughEntry\x12>\n\npublish_at\x18\t \x03(\x0b\x32*.gazette_py.InspectResponse.PublishAtEntry\x1a-\n\x0bQueuedEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\x03:\x02\x38\x01\x1a\x32\n\x10ReadThroughEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\x03:\x02\x38\x01\x1a\x30\n\x0ePublishAtEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\x03:\x02\x38\x01\x32G\n\x07\x46lusher\x12<\n\x05\x46lush\x12\x18.gazette_py.FlushRequest\x1a\x19.gazette_py.FlushResponse2L\n\x06Shards\x12\x42\n\x07Inspect\x12\x1a.gazette_py.InspectRequest\x1a\x1b.gazette_py.InspectResponseb\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n!gazette/protocol/gazette_py.proto\x12\ngazette_py\x1a\x1dgazette/protocol/broker.proto\x1a\x1cgazette/protocol/shard.proto\"A\n\x0c\x46lushRequest\x12 \n\x06header\x18\x01 \x01(\x0b\x32\x10.protocol.Header\x12\x0f\n\x07journal\x18\x02 \x01(\t\"\x8e\x01\n\rFlushResponse\x12 \n\x06status\x18\x01 \x01(\x0e\x32\x10.protocol.Status\x12 \n\x06header\x18\x02 \x01(\x0b\x32\x10.protocol.Header\x12$\n\x08\x66ragment\x18\x03 \x01(\x0b\x32\x12.protocol.Fragment\x12\x13\n\x0bstore_error\x18\x04 \x01(\t\"A\n\x0eInspectRequest\x12 \n\x06header\x18\x01 \x01(\x0b\x32\x10.protocol.Header\x12\r\n\x05shard\x18\x02 \x01(\t\"c\n\tTxnTiming\x12\x10\n\x08\x62\x65gan_at\x18\x01 \x01(\x01\x12\x10\n\x08messages\x18\x02 \x01(\x03\x12\x11\n\tconsume_s\x18\x03 \x01(\x01\x12\x10\n\x08\x63ommit_s\x18\x04 \x01(\x01\x12\r\n\x05\x61\x63k_s\x18\x05 \x01(\x01\"\x87\x01\n\x10SideEffectRecord\x12\n\n\x02id\x18\x01 \x01(\t\x12\x0f\n\x07\x61ttempt\x18\x02 \x01(\x03\x12\x0c\n\x04kind\x18\x03 \x01(\t\x12\r\n\x05store\x18\x04 \x01(\t\x12\x0c\n\x04path\x18\x05 \x01(\t\x12\x0f\n\x07staging\x18\x06 \x01(\t\x12\x0c\n\x04sha1\x18\x07 \x01(\t\x12\x0c\n\x04size\x18\x08 \x01(\x03\"\xc4\x03\n\x10SideEffectsState\x12\x0f\n\x07\x61ttempt\x18\x01 \x01(\x03\x12\x0e\n\x06stores\x18\x02 \x03(\t\x12\x16\n\x0estaging_prefix\x18\x03 \x01(\t\x12*\n\x04open\x18\x04 \x03(\x0b\x32\x1c.gazette_py.SideEffectRecord\x12\x30\n\ncommitting\x18\x05 \x03(\x0b\x32\x1c.gazette_py.SideEffectRecord\x12\x31\n\x0bunpublished\x18\x06 \x03(\x0b\x32\x1c.gazette_py.SideEffectRecord\x12\x11\n\tpublished\x18\x07 \x01(\x03\x12\x34\n\x0elast_published\x18\x08 \x03(\x0b\x32\x1c.gazette_py.SideEffectRecord\x12\x17\n\x0f\x63leanup_pending\x18\t \x03(\t\x12\x0f\n\x07removed\x18\n \x01(\x03\x12\x10\n\x08\x63leanups\x18\x0b \x01(\x03\x12\x17\n\x0flast_cleanup_at\x18\x0c \x01(\x01\x12\x1a\n\x12\x63leanup_interval_s\x18\r \x01(\x01\x12\x15\n\rcleanup_error\x18\x0e \x01(\t\x12\x15\n\rstore_retries\x18\x0f \x01(\x03\"\xd9\x04\n\x0fInspectResponse\x12 \n\x06status\x18\x01 \x01(\x0e\x32\x10.consumer.Status\x12 \n\x06header\x18\x02 \x01(\x0b\x32\x10.protocol.Header\x12\x17\n\x0f\x63heckpoint_json\x18\x03 \x01(\t\x12\x16\n\x0esequencer_json\x18\x04 \x01(\t\x12\x37\n\x06queued\x18\x05 \x03(\x0b\x32\'.gazette_py.InspectResponse.QueuedEntry\x12+\n\x0ctransactions\x18\x06 \x03(\x0b\x32\x15.gazette_py.TxnTiming\x12\x1e\n\x16transactions_completed\x18\x07 \x01(\x03\x12\x42\n\x0cread_through\x18\x08 \x03(\x0b\x32,.gazette_py.InspectResponse.ReadThroughEntry\x12>\n\npublish_at\x18\t \x03(\x0b\x32*.gazette_py.InspectResponse.PublishAtEntry\x12\x32\n\x0cside_effects\x18\n \x01(\x0b\x32\x1c.gazette_py.SideEffectsState\x1a-\n\x0bQueuedEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\x03:\x02\x38\x01\x1a\x32\n\x10ReadThroughEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\x03:\x02\x38\x01\x1a\x30\n\x0ePublishAtEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\x03:\x02\x38\x01\x32G\n\x07\x46lusher\x12<\n\x05\x46lush\x12\x18.gazette_py.FlushRequest\x1a\x19.gazette_py.FlushResponse2L\n\x06Shards\x12\x42\n\x07Inspect\x12\x1a.gazette_py.InspectRequest\x1a\x1b.gazette_py.InspectResponseb\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -47,16 +47,20 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_INSPECTREQUEST']._serialized_end=387
   _globals['_TXNTIMING']._serialized_start=389
   _globals['_TXNTIMING']._serialized_end=488
-  _globals['_INSPECTRESPONSE']._serialized_start=491
-  _globals['_INSPECTRESPONSE']._serialized_end=1040
-  _globals['_INSPECTRESPONSE_QUEUEDENTRY']._serialized_start=893
-  _globals['_INSPECTRESPONSE_QUEUEDENTRY']._serialized_end=938
-  _globals['_INSPECTRESPONSE_READTHROUGHENTRY']._serialized_start=940
-  _globals['_INSPECTRESPONSE_READTHROUGHENTRY']._serialized_end=990
-  _globals['_INSPECTRESPONSE_PUBLISHATENTRY']._serialized_start=992
-  _globals['_INSPECTRESPONSE_PUBLISHATENTRY']._serialized_end=1040
-  _globals['_FLUSHER']._serialized_start=1042
-  _globals['_FLUSHER']._serialized_end=1113
-  _globals['_SHARDS']._serialized_start=1115
-  _globals['_SHARDS']._serialized_end=1191
+  _globals['_SIDEEFFECTRECORD']._serialized_start=491
+  _globals['_SIDEEFFECTRECORD']._serialized_end=626
+  _globals['_SIDEEFFECTSSTATE']._serialized_start=629
+  _globals['_SIDEEFFECTSSTATE']._serialized_end=1081
+  _globals['_INSPECTRESPONSE']._serialized_start=1084
+  _globals['_INSPECTRESPONSE']._serialized_end=1685
+  _globals['_INSPECTRESPONSE_QUEUEDENTRY']._serialized_start=1538
+  _globals['_INSPECTRESPONSE_QUEUEDENTRY']._serialized_end=1583
+  _globals['_INSPECTRESPONSE_READTHROUGHENTRY']._serialized_start=1585
+  _globals['_INSPECTRESPONSE_READTHROUGHENTRY']._serialized_end=1635
+  _globals['_INSPECTRESPONSE_PUBLISHATENTRY']._serialized_start=1637
+  _globals['_INSPECTRESPONSE_PUBLISHATENTRY']._serialized_end=1685
+  _globals['_FLUSHER']._serialized_start=1687
+  _globals['_FLUSHER']._serialized_end=1758
+  _globals['_SHARDS']._serialized_start=1760
+  _globals['_SHARDS']._serialized_end=1836
 # @@protoc_insertion_point(module_scope)

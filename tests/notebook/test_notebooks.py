@@ -7,7 +7,10 @@ jupyter_client choosing it and the kernel binding it.
 
 from __future__ import annotations
 
+import hashlib
 import pathlib
+import re
+import shutil
 
 import nbformat
 import pytest
@@ -133,3 +136,70 @@ def test_example_notebook_runs_and_checks_pass(
     assert len(_widgets(nb)) >= widgets
     assert _cell_text(texts, "%gazette down").strip("'\n ") == "cluster stopped"
     _assert_clean(nb)
+
+
+def _listed(text: str, kind: str) -> list[str]:
+    """The paths `show_store` printed as `kind` ("staged" or "published") in a cell's output."""
+    return re.findall(rf"^  {kind} +(\S+)$", text, flags=re.M)
+
+
+def _committed(text: str) -> list[tuple[str, str, str]]:
+    """(path, sha1, verdict) of each committed index message `show_index` printed."""
+    return re.findall(r"^  committed  (\S+)  sha1 ([0-9a-f]{40})  \d+ events?  (.+)$", text, flags=re.M)
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(240)
+def test_side_effects_notebook_shows_the_crash_the_zombie_and_their_cleanup(tmp_path) -> None:
+    """07-side-effects: the crashed attempt's staged report is listed while it is stopped, then gone after
+    the successor's cleanup, and never committed; so is the zombie's, staged after its successor
+    committed; every committed report's bytes (read here, from the store the notebook wrote) match the
+    SHA-1 its message carries, and Inspect reported each cleanup."""
+    nb = _execute("07-side-effects.ipynb", tmp_path, 120)
+    texts = _texts(nb)
+    everything = "".join(texts.values())
+    found = re.search(r"^work dir: (\S+)$", _cell_text(texts, "import hashlib"), flags=re.M)
+    assert found, everything[:2000]
+    work = pathlib.Path(found.group(1))
+    try:
+        assert "SIDE EFFECTS OK" in everything
+        staged_by = r"\.pending/reports-000-[0-9a-f]{{8}}/{0}/{0}-\d+-[0-9a-f]{{16}}"
+        # The crash: staged and invisible while the primary is stopped after prepare; nothing committed.
+        before = _cell_text(texts, "crashed = ")
+        (crash_staged,) = _listed(before, "staged")
+        assert re.fullmatch(staged_by.format(1), crash_staged)
+        assert _listed(before, "published") == [] and "committed registrations: []" in before
+        assert "(no committed index message)" in before
+        # Recovered: the staged report was removed; the committed messages refer to attempt 2's reports.
+        after = _cell_text(texts, "cluster.kill_consumer(crashed)")
+        assert _listed(after, "staged") == [] and crash_staged not in after
+        recovered = _committed(after)
+        assert recovered and sorted(_listed(after, "published")) == sorted(p for p, _, _ in recovered)
+        assert all(re.fullmatch(r"reports/reports-000/2-\d+-[0-9a-f]{16}\.json", p) for p, _, _ in recovered)
+        assert f"committed registrations: ['{recovered[-1][0]}']" in after
+        assert re.search(r"attempt 2; 0 committing, 0 committed but unpublished, [1-9]\d* published", after)
+        assert "removed 1, pending []" in after
+        # The zombie: paused after registering while its successor committed; then its prepare landed.
+        paused = _cell_text(texts, "zombie = successor")
+        assert _listed(paused, "staged") == [] and len(_listed(paused, "published")) > len(recovered)
+        prepared = _cell_text(texts, "scans = inspect(successor)")
+        (zombie_staged,) = _listed(prepared, "staged")
+        assert re.fullmatch(staged_by.format(2), zombie_staged)
+        # Fenced out, never committed, and cleaned up by the successor (attempt 3).
+        cleaned = _cell_text(texts, "os.kill(group.pid(zombie), signal.SIGCONT)")
+        assert "FencingError" in cleaned
+        assert _listed(cleaned, "staged") == [] and zombie_staged not in cleaned
+        assert re.search(r"attempt 3; 0 committing, 0 committed but unpublished, [1-9]\d* published", cleaned)
+        assert "removed 1, pending []" in cleaned
+        committed = _committed(cleaned)
+        assert sorted(_listed(cleaned, "published")) == sorted(p for p, _, _ in committed)
+        ids = {crash_staged.rsplit("/", 1)[1], zombie_staged.rsplit("/", 1)[1]}
+        for path, sha1, verdict in committed:
+            assert verdict == "SHA-1 matches" and not any(i in path for i in ids)
+            assert hashlib.sha1((work / "reports" / path).read_bytes()).hexdigest() == sha1
+        assert not [p for p in (work / "reports").rglob("*") if p.is_file() and ".pending" in p.parts]
+        assert len(_widgets(nb)) >= 2
+        assert _cell_text(texts, "%gazette down").strip("'\n ") == "cluster stopped"
+        _assert_clean(nb)
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
