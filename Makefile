@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 EXTRAS ?= dev,s3,spark,notebook
 
-.PHONY: venv services test-min peers demo test test-fast lint typecheck protos bench bench-quick soak lab clean
+.PHONY: venv services test-min peers delta-jars kafka-jars demo test test-fast lint typecheck protos bench bench-quick soak lab clean
 
 venv: $(STAMP)
 
@@ -71,6 +71,56 @@ $(STREAMSUM_STAMP): $(STREAMSUM)/go.mod $(STREAMSUM)/go.sum $(STREAMSUM)/tools.g
 	  done; \
 	fi
 
+# Delta Lake's jars (fragments_io/delta-jars.pom.xml) for the delta-spark tests and notebook 05 (make test, make lab), copied
+# from Maven Central into build/delta/jars once and reused while that pom is unchanged: sessions start
+# with them, no download at query time. Needs Maven (Debian's maven package is installed when missing,
+# as root, with apt-get); without it the delta-spark tests skip, saying so.
+DELTA_POM := fragments_io/delta-jars.pom.xml
+DELTA_STAMP := build/delta/.fetched
+delta-jars: $(DELTA_STAMP)
+
+$(DELTA_STAMP): $(DELTA_POM)
+	@if ! command -v mvn >/dev/null 2>&1 && ! { command -v apt-get >/dev/null && [ "$$(id -u)" = 0 ] && \
+	    { DEBIAN_FRONTEND=noninteractive apt-get install -y -q maven || \
+	      { apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q maven; }; }; }; then \
+	  echo "delta-jars: Maven is not installed (Debian: apt-get install maven), so the delta-spark tests will skip"; \
+	else \
+	  echo "delta-jars: copying Delta Lake's jars into build/delta/jars"; \
+	  rm -rf build/delta/jars; \
+	  for attempt in 1 2; do \
+	    mvn -q -B -Dstyle.color=never -f $(DELTA_POM) dependency:copy-dependencies -DincludeScope=runtime \
+	      -DoutputDirectory=$(CURDIR)/build/delta/jars -Dmaven.repo.local=$(CURDIR)/build/delta/m2 && touch $@ && break; \
+	    [ $$attempt = 2 ] && exit 1; echo "delta-jars: Maven failed, trying once more"; sleep 5; \
+	  done; \
+	fi
+
+# The bench's Kafka peer (bench/kafka_peer.py): a KRaft broker's jars (bench/kafka-jars/broker.pom.xml) and
+# Spark's Kafka source (spark.pom.xml), copied from Maven Central into build/kafka once and reused while those
+# poms are unchanged. Needs Java and Maven (Debian's default-jre-headless and maven are installed when
+# missing, as root, with apt-get); without them the bench's Kafka rows and tests/test_bench_kafka_peer.py
+# skip, saying so.
+KAFKA_POMS := bench/kafka-jars/broker.pom.xml bench/kafka-jars/spark.pom.xml
+KAFKA_STAMP := build/kafka/.fetched
+kafka-jars: $(KAFKA_STAMP)
+
+$(KAFKA_STAMP): $(KAFKA_POMS)
+	@if ! { command -v mvn >/dev/null && command -v java >/dev/null; } && ! { command -v apt-get >/dev/null && \
+	    [ "$$(id -u)" = 0 ] && { DEBIAN_FRONTEND=noninteractive apt-get install -y -q default-jre-headless maven || \
+	      { apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q default-jre-headless maven; }; }; }; then \
+	  echo "kafka-jars: Java and Maven are not installed (Debian: apt-get install default-jre-headless maven), so the bench's Kafka rows will skip"; \
+	else \
+	  echo "kafka-jars: copying Kafka's and Spark's Kafka source's jars into build/kafka"; \
+	  for part in broker spark; do \
+	    rm -rf build/kafka/$$part; \
+	    for attempt in 1 2; do \
+	      mvn -q -B -f bench/kafka-jars/$$part.pom.xml dependency:copy-dependencies -DincludeScope=runtime \
+	        -DoutputDirectory=$(CURDIR)/build/kafka/$$part && break; \
+	      [ $$attempt = 2 ] && exit 1; echo "kafka-jars: Maven failed, trying once more"; sleep 5; \
+	    done; \
+	  done; \
+	  touch $@; \
+	fi
+
 demo: $(STAMP)
 	$(BIN)/gazette demo
 
@@ -86,7 +136,7 @@ services:
 	@bash .ci/services
 
 # Lint and types first (cheap), then the whole suite; the demo runs inside it (tests/test_demo.py).
-test: $(STAMP) services peers lint typecheck
+test: $(STAMP) services peers delta-jars kafka-jars lint typecheck
 	$(BIN)/python -m pytest -m "not soak" $(PYTEST_ARGS)
 
 # The runtime dependencies at the lower bounds of pyproject's ranges (.ci/min-requirements.py) in a venv
@@ -120,16 +170,16 @@ NATS_SERVER_CHECK = command -v nats-server >/dev/null || test -x /usr/sbin/nats-
 	    { apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q nats-server; }; }; } || \
 	echo "nats-server not installed (and not installable here): the bench's peer rows will say so"
 
-bench: $(STAMP) peers
+bench: $(STAMP) peers kafka-jars
 	@$(NATS_SERVER_CHECK)
 	$(BIN)/python -m bench
 
-bench-quick: $(STAMP) peers
+bench-quick: $(STAMP) peers kafka-jars
 	@$(NATS_SERVER_CHECK)
 	$(BIN)/python -m bench --quick
 
 # Jupyter refuses to run as root (containers, CI) without --allow-root; LAB_ARGS adds more, e.g. --port=8890.
-lab: $(STAMP)
+lab: $(STAMP) delta-jars
 	$(BIN)/jupyter lab notebooks/ $(if $(filter 0,$(shell id -u)),--allow-root) $(LAB_ARGS)
 
 clean:

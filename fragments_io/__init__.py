@@ -42,17 +42,19 @@ __all__ = [
     "WorkerPythonError",
     "check_java",
     "delta_foreach_batch",
+    "delta_spark_session",
     "read_committed",
     "register",
     "spark_session",
     "sql_view",
     "to_delta",
 ]
-_DELTA_NAMES = ("to_delta", "delta_foreach_batch")
+_DELTA_NAMES = ("to_delta", "delta_foreach_batch", "delta_spark_session")
 
 
 def __getattr__(name: str) -> Any:
-    """`to_delta` and `delta_foreach_batch` from fragments_io.delta, imported on first use."""
+    """`to_delta`, `delta_foreach_batch` and `delta_spark_session` from fragments_io.delta, imported on
+    first use."""
     if name in _DELTA_NAMES:
         from fragments_io import delta
 

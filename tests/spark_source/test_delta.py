@@ -1,7 +1,9 @@
-"""Delta materialisation through the deltalake package: batch writes keyed by an explicit version,
-a stream's foreachBatch keyed by batch id, re-runs and replays writing nothing, files written by the
-executors (one per partition) and committed once. delta-spark cannot start here (no Maven): only its
-detection and writer options are checked, against a recording stand-in."""
+"""Delta materialisation through the deltalake package, the path of sessions without Delta's jars:
+batch writes keyed by an explicit version, a stream's foreachBatch keyed by batch id, re-runs and
+replays writing nothing, MERGE upserts by key, files written by the executors (one per partition,
+through the caller's storage_options, S3 included) and committed once. Real delta-spark runs in
+test_delta_spark.py; here only its writer options are checked, against a recording stand-in.
+"""
 
 from __future__ import annotations
 
@@ -14,7 +16,9 @@ from fio_journals import envelopes_of, persist_journal, random_journal
 import fragments_io
 from fragments_io.committed import committed_reference
 from fragments_io.delta import (
+    DeltaJarsNotFoundError,
     DeltaWriteError,
+    delta_jars,
     target_schema,
     uses_delta_spark,
     write_files,
@@ -148,7 +152,7 @@ def test_bad_arguments_and_schema_mismatch(spark, journal, tmp_path):
 
 
 class _Recorder:
-    """Stands in for DataFrame.write (delta-spark's jars cannot be fetched here)."""
+    """Stands in for DataFrame.write (this session has no Delta jars)."""
 
     def __init__(self):
         self.calls = []
@@ -176,3 +180,59 @@ def test_delta_spark_path_uses_txn_options(spark):
         ("option", "txnVersion", "4"),
         ("save", "/t"),
     ]
+
+
+def test_merge_upserts_by_key_and_skips_a_replay(spark, tmp_path):
+    path = str(tmp_path / "table")
+    cols = "k LONG, v STRING, seq INT"
+    rows0 = [(k, "v0", 0) for k in range(5)]
+    rows1 = [(3, "v1", 1), (4, "v1", 1), (5, "old", 1), (5, "v1", 2), (6, "v1", 1)]
+    up = {"app_id": "up", "merge_on": "k", "order_by": "seq"}
+    assert fragments_io.to_delta(spark.createDataFrame(rows0, cols), path, version=0, **up)
+    assert fragments_io.to_delta(spark.createDataFrame(rows1, cols), path, version=1, **up)
+    replay = spark.createDataFrame([(0, "replayed", 9)], cols)
+    assert not fragments_io.to_delta(replay, path, version=1, **up)
+    table = DeltaTable(path)
+    got = sorted((r["k"], r["v"]) for r in table.to_pyarrow_table().to_pylist())
+    assert got == [(0, "v0"), (1, "v0"), (2, "v0"), (3, "v1"), (4, "v1"), (5, "v1"), (6, "v1")]
+    assert table.transaction_version("up") == 1 and table.version() == 1
+    assert [h["operation"] for h in table.history()][0] == "MERGE"
+    with pytest.raises(DeltaWriteError, match=r"column\(s\) \['nope'\]"):
+        fragments_io.to_delta(replay, path, app_id="up", version=2, merge_on="nope")
+    with pytest.raises(DeltaWriteError, match="order_by is only meaningful with merge_on"):
+        fragments_io.delta_foreach_batch(path, app_id="up", order_by="seq")
+
+
+def test_storage_options_reach_the_executors(spark, moto_server, s3_bucket):
+    """The S3 endpoint is only in storage_options: the executors' Parquet files and the driver's
+    commit both go to moto through it."""
+    path = f"s3://{s3_bucket}/tables/t"
+    options = {
+        "AWS_ENDPOINT_URL": moto_server,
+        "AWS_REGION": "us-east-1",
+        "AWS_ALLOW_HTTP": "true",
+        "AWS_S3_ALLOW_UNSAFE_RENAME": "true",
+    }
+    df = spark.range(0, 100, 1, 2).selectExpr("id AS k", "id * 2 AS v")
+    assert fragments_io.to_delta(df, path, app_id="s3", version=0, storage_options=options)
+    assert not fragments_io.to_delta(df, path, app_id="s3", version=0, storage_options=options)
+    table = DeltaTable(path, storage_options=options)
+    assert len(table.file_uris()) == 2 and table.transaction_version("s3") == 0
+    assert sorted(table.to_pyarrow_table().column("k").to_pylist()) == list(range(100))
+
+
+def test_delta_spark_needs_its_jars(spark, tmp_path):
+    with pytest.raises(DeltaJarsNotFoundError, match="make delta-jars"):
+        delta_jars(str(tmp_path))
+    jars = tmp_path / "jars"
+    jars.mkdir()
+    for name in ("delta-spark_4.2_2.13-4.4.0", "delta-storage-4.4.0", "scala-library-2.13.17", "zstd-jni-1.5.7-3"):
+        (jars / f"{name}.jar").touch()
+    # Spark's own scala-library and zstd-jni stay the ones loaded.
+    assert [p.rsplit("/", 1)[1] for p in delta_jars(str(jars))] == [
+        "delta-spark_4.2_2.13-4.4.0.jar",
+        "delta-storage-4.4.0.jar",
+    ]
+    df = spark.range(1)
+    with pytest.raises(DeltaWriteError, match=r"fragments_io.delta_spark_session\(\)"):
+        fragments_io.to_delta(df, str(tmp_path / "t"), app_id="a", version=0, engine="delta-spark")

@@ -1,0 +1,58 @@
+"""Notebook 05 (Structured Streaming into Delta through real delta-spark) runs end to end in a real
+kernel like the other example notebooks (test_notebooks.py's runner): a driver SIGKILLed after its
+Delta writes and before Spark's checkpoint, restarted from that checkpoint, and both tables equal to
+what ReadCommitted reads. Without Delta's jars it skips naming `make delta-jars`; under CI it fails.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import pathlib
+import re
+
+import pytest
+
+from fragments_io.delta import FETCH_COMMAND, DeltaJarsNotFoundError, delta_jars
+
+NOTEBOOK = "05-streaming-to-delta.ipynb"
+CELL_TIMEOUT_S = 240
+
+
+def _runner():
+    """test_notebooks.py as a module (its _execute, _texts, _cell_text, _assert_clean)."""
+    path = pathlib.Path(__file__).with_name("test_notebooks.py")
+    spec = importlib.util.spec_from_file_location("notebook_runner", path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(2 * CELL_TIMEOUT_S + 120)
+def test_streaming_to_delta_notebook_survives_a_driver_kill(tmp_path) -> None:
+    try:
+        delta_jars()
+    except DeltaJarsNotFoundError as e:
+        if os.environ.get("CI"):
+            pytest.fail(f"{e} (CI must have them: `make test` runs `{FETCH_COMMAND}`)")
+        pytest.skip(f"Delta Lake's jars are not fetched: run `{FETCH_COMMAND}`")
+    run = _runner()
+    nb = run._execute(NOTEBOOK, tmp_path, CELL_TIMEOUT_S)
+    texts = run._texts(nb)
+    # The kill: after batch 0's Delta writes, before Spark's checkpoint recorded the batch.
+    killed = run._cell_text(texts, "driver = start_driver(1")
+    assert "driver killed (signal 9)" in killed and "checkpoint has batches []" in killed
+    # The restart replayed batch 0 (Delta had it: nothing written) and went on.
+    replay = re.search(r"^\d+\s+2\s+0\s+\d+\s+False\s+False$", run._cell_text(texts, "stop_publishing.set()"), re.M)
+    assert replay, run._cell_text(texts, "stop_publishing.set()")
+    history = run._cell_text(texts, "readings = DeltaTable(")
+    assert "Delta-Lake/4.4.0" in history and "MERGE" in history
+    # The final comparison with ReadCommitted.
+    checks = run._cell_text(texts, "committed = sorted(")
+    counts = re.search(r"^(\d+) committed readings; Delta readings: (\d+); batches: (\d+)$", checks, re.M)
+    assert counts and counts[1] == counts[2] and int(counts[1]) > 0 and int(counts[3]) >= 2, checks
+    assert checks.rstrip().endswith("DELTA STREAM OK")
+    assert run._cell_text(texts, "%gazette down").strip("'\n ") == "cluster stopped"
+    run._assert_clean(nb)
