@@ -45,6 +45,8 @@ from gazette.consumer.store import ConsumerCheckpoint
 from gazette.consumer.transaction import TxnTiming
 from gazette.keyspace import layout
 from gazette.keyspace.etcd import connect
+from gazette.message.checkpoint import Checkpoint
+from gazette.message.sequencer import Sequencer
 from gazette.protocol import gazette_py_pb2, gazette_py_pb2_grpc, shard_pb2, shard_pb2_grpc
 from gazette.protocol.endpoints import GRPC_CLIENT_OPTIONS
 from gazette.protocol.errors import GazetteError, ValidationError
@@ -143,6 +145,19 @@ class ShardInspection:
     read_through: dict[str, int]
     publish_at: dict[str, int]
     side_effects: SideEffectsState | None = None
+    from_stat: bool = False  # built from Stat: the primary is a Gazette consumer, which has no Inspect
+
+
+def _inspection_from_stat(stat: ShardStat) -> ShardInspection:
+    """What a Gazette consumer's Stat tells of a shard, shaped as Inspect's answer: its last committed
+    read-through as the checkpoint (no producers, no ACK intents) and publish_at."""
+    checkpoint = ConsumerCheckpoint(Checkpoint(dict(stat.read_through), []))
+    return ShardInspection(
+        shard=stat.shard, member=stat.member, checkpoint=checkpoint,
+        sequencer=Sequencer.from_checkpoint(checkpoint.sequencer).describe(), queued={}, transactions=[],
+        transactions_completed=0, read_through=dict(stat.read_through), publish_at=dict(stat.publish_at),
+        from_stat=True,
+    )  # fmt: skip
 
 
 def _backoff(attempt: int) -> float:
@@ -385,20 +400,28 @@ class AsyncShardClient:
         resp = await self._at_primary("Stat", req, self._seconds(timeout), trace)
         return ShardStat(shard, dict(resp.read_through), dict(resp.publish_at), _member(resp.header))
 
-    async def inspect(self, shard: str, *, timeout: Timeout = USE_CLIENT_DEFAULT) -> ShardInspection:
+    async def inspect(
+        self, shard: str, *, timeout: Timeout = USE_CLIENT_DEFAULT, stat_fallback: bool = False
+    ) -> ShardInspection:
         """The primary's last committed checkpoint, sequencer state, outcome counts and recent
         transaction timings. Bounded by `timeout` (the client's default unless given): a paused or
         partitioned primary raises ShardTimeoutError instead of holding the caller (a widget's
-        refresh) indefinitely. Only
-        gazette-py consumers serve it (gazette_py.Shards/Inspect); a Gazette consumer's refusal
-        raises a GazetteError saying so."""
+        refresh) indefinitely. Only gazette-py consumers serve it (gazette_py.Shards/Inspect); a
+        Gazette consumer's refusal raises a GazetteError saying so, unless `stat_fallback`: then
+        the inspection is built from Gazette's Stat (`from_stat`): the checkpoint's read-through
+        offsets, without producer states, ACK intents or transactions, which only Inspect tells."""
         validate_shard_id(shard)
-        resp = await self._at_primary(
-            "Inspect",
-            gazette_py_pb2.InspectRequest(shard=shard),
-            self._seconds(timeout),
-            _trace("inspect of shard", shard),
-        )
+        try:
+            resp = await self._at_primary(
+                "Inspect",
+                gazette_py_pb2.InspectRequest(shard=shard),
+                self._seconds(timeout),
+                _trace("inspect of shard", shard),
+            )
+        except GazetteError as exc:
+            if not stat_fallback or getattr(exc, "grpc_code", None) != grpc.StatusCode.UNIMPLEMENTED.name:
+                raise
+            return _inspection_from_stat(await self.stat_shard(shard, timeout=timeout))
         return ShardInspection(
             shard=shard,
             member=_member(resp.header),
@@ -679,9 +702,12 @@ class ShardClient:
         result: ShardStat = self._run(self.aio.stat_shard, shard, read_through, timeout=timeout)
         return result
 
-    def inspect(self, shard: str, *, timeout: Timeout = USE_CLIENT_DEFAULT) -> ShardInspection:
+    def inspect(
+        self, shard: str, *, timeout: Timeout = USE_CLIENT_DEFAULT, stat_fallback: bool = False
+    ) -> ShardInspection:
         """The shard primary's last committed checkpoint, sequencer state, outcome counts and recent
         transaction timings (gazette-py consumers only: a Gazette consumer's refusal raises
-        GazetteError). ShardTimeoutError after `timeout` seconds."""
-        result: ShardInspection = self._run(self.aio.inspect, shard, timeout=timeout)
+        GazetteError, or with `stat_fallback` answers from Stat: see `AsyncShardClient.inspect`).
+        ShardTimeoutError after `timeout` seconds."""
+        result: ShardInspection = self._run(self.aio.inspect, shard, timeout=timeout, stat_fallback=stat_fallback)
         return result

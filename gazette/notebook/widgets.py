@@ -470,6 +470,10 @@ def _inspect_of(source: Any, shard: str | None) -> Any:
         raise ValueError("a shard view needs the shard id: pass (client, shard)")
     if hasattr(source, "inspect_shard"):
         return source.inspect_shard(shard)
+    from gazette.consumer.client import ShardClient
+
+    if isinstance(source, ShardClient):  # a Gazette consumer (no Inspect) is shown from Stat
+        return source.inspect(shard, stat_fallback=True)
     return source.inspect(shard)
 
 
@@ -578,6 +582,8 @@ class CheckpointView(_LiveView):
             + (_side_effects_html(effects) if effects is not None else "")
         )
         self.status.value = f"{len(self.offsets)} journals, {len(self.producers)} producers"
+        if self.shard is not None and getattr(ins, "from_stat", False):
+            self.status.value += " (a Gazette consumer: offsets from Stat; producers and ACKs need Inspect)"
 
 
 def _side_effects_html(e: Any) -> str:

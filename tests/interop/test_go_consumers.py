@@ -59,15 +59,13 @@ from interop.test_stream_sum import (
 )
 from waiting import wait_for
 
-from gazette.consumer.client import ShardClient, ShardInspection
+from gazette.consumer.client import ShardClient
 from gazette.consumer.status import ReplicaCode
 from gazette.consumer.store import ConsumerCheckpoint
 from gazette.examples import wordcount
 from gazette.local import LocalCluster
 from gazette.message import Publisher, ReadCommitted, ReadUncommitted
-from gazette.message.checkpoint import Checkpoint
 from gazette.message.framing import JSONFraming
-from gazette.message.sequencer import Sequencer
 from gazette.protocol.errors import GazetteError
 
 WAIT_S = 60.0
@@ -329,33 +327,6 @@ def test_gazette_shards_cli_against_the_go_summers(
     )
 
 
-class StatInspector:
-    """The views' `inspect(shard)` source for a Gazette consumer, which serves no Inspect: the
-    checkpoint's sources and offsets from Stat (the read-through of its last committed
-    transaction), without what only Inspect tells (producer states, ACK intents, transactions).
-    `hints` keeps each shard's last GetHints (its recovery-log hints)."""
-
-    def __init__(self, client: ShardClient) -> None:
-        self.client = client
-        self.hints: dict[str, Any] = {}
-
-    def inspect(self, shard: str) -> ShardInspection:
-        stat = self.client.stat_shard(shard)
-        self.hints[shard] = self.client.get_hints(shard)
-        checkpoint = ConsumerCheckpoint(Checkpoint(dict(stat.read_through), []))
-        return ShardInspection(
-            shard=shard,
-            member=stat.member,
-            checkpoint=checkpoint,
-            sequencer=Sequencer.from_checkpoint(checkpoint.sequencer).describe(),
-            queued={},
-            transactions=[],
-            transactions_completed=0,
-            read_through=stat.read_through,
-            publish_at=stat.publish_at,
-        )
-
-
 def test_views_render_the_go_shards_checkpoint(summers: list[Summer], summed: dict[str, Any]) -> None:
     pytest.importorskip("ipywidgets")
     from gazette.notebook.widgets import CheckpointView, SequencerView
@@ -364,21 +335,20 @@ def test_views_render_the_go_shards_checkpoint(summers: list[Summer], summed: di
     shard, journal = SHARDS[1], CHUNK_JOURNALS[1]
     with ShardClient(summers[0].endpoint, timeout=WAIT_S) as client:
         client.stat_shard(shard, {journal: heads[journal]})
-        # Straight on a Go member, a view fails as Inspect does: at once, saying why.
+        # Inspect itself is refused by a Go member, at once and saying why ...
         with pytest.raises(GazetteError, match="not a gazette-py consumer"):
-            CheckpointView(client, shard)
-
-        source = StatInspector(client)
-        view = CheckpointView(source, shard)
+            client.inspect(shard)
+        # ... so the views show what Gazette's Stat tells: the checkpoint's read-through offsets.
+        view = CheckpointView(client, shard)
         assert view.offsets == {journal: heads[journal]}
         assert view.producers == [] and view.ack_intents == []
         assert f"<td>{journal}</td>" in view.body.value and f"<td>{heads[journal]}</td>" in view.body.value, (
             view.body.value
         )
-        assert view.status.value == "1 journals, 0 producers"
-        assert source.hints[shard].pick().log == RECOVERY_LOGS[1]
+        assert view.status.value.startswith("1 journals, 0 producers (a Gazette consumer"), view.status.value
+        assert client.get_hints(shard).pick().log == RECOVERY_LOGS[1]
 
-        seq = SequencerView(source, shard)
+        seq = SequencerView(client, shard)
         assert seq.state["offsets"] == {journal: heads[journal]} and seq.state["producers"] == []
         assert seq.status.value == f"offsets {{'{journal}': {heads[journal]}}}"
         assert seq.pending.value == 0
