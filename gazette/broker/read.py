@@ -16,6 +16,7 @@ them): nothing can ever fill that range, and the read would otherwise wait for e
 from __future__ import annotations
 
 import asyncio
+import logging
 import threading
 from collections.abc import AsyncIterator, Callable, Iterator
 from typing import TYPE_CHECKING, Any
@@ -33,6 +34,8 @@ from gazette.tasks import first_of
 
 if TYPE_CHECKING:
     from gazette.broker.broker import Broker
+
+log = logging.getLogger(__name__)
 
 # Gazette uses 32 KiB - 32; per-message overhead dominates in Python, so chunks are larger here.
 READ_CHUNK_BYTES = 256 * 1024
@@ -194,8 +197,14 @@ async def serve_read(
         if q.file is not None:
             while offset < stop:
                 data = q.file.pread(offset, min(READ_CHUNK_BYTES, stop - offset))
-                if not data:
-                    break
+                if not data:  # committed bytes the spool file no longer holds: never wait on them
+                    problem = (
+                        f"broker {broker.id[1]}: the spool file of {journal} [{q.fragment.begin}, "
+                        f"{q.fragment.end}) ends at offset {offset}: it was truncated or damaged on this "
+                        "broker's disk (another replica, or the store once persisted, has the content)"
+                    )
+                    log.error("read of %s failed: %s", journal, problem)
+                    await context.abort(grpc.StatusCode.DATA_LOSS, problem)
                 yield pb.ReadResponse(offset=offset, content=data)
                 offset += len(data)
         else:

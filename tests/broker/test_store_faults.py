@@ -56,3 +56,28 @@ def test_foreign_objects_are_skipped(cluster, client, caplog):
     assert [(f.begin, f.end) for f in frags] == [(0, len(data))]
     assert any("README.txt" in r.getMessage() for r in caplog.records)
     assert os.path.exists(os.path.join(store_dir, J, "README.txt"))  # never deleted
+
+
+def test_a_truncated_spool_file_fails_reads_and_persisting_naming_it(cluster, client):
+    """The broker's spool file loses the tail of committed content (truncated on disk): a read of it
+    fails at once with DATA_LOSS naming the broker, the fragment and the offset (it used to wait for
+    bytes that would never come), and a Flush names the short spool instead of storing a bad fragment."""
+    data = os.urandom(100_000)
+    client.apply_journals([cluster.journal_spec(J, compression="none", fragment_length=1 << 30)])
+    cluster.wait_for_routes([J])
+    client.append(J, data)
+    broker = cluster.brokers[0].broker
+    assert broker is not None  # in-process
+    spool_file = broker.replicas[J].spool.file
+    assert spool_file is not None
+    os.ftruncate(spool_file._fd, 50_000)  # the disk lost the tail of the spool
+    with pytest.raises(GazetteError) as read_failed:
+        client.read_all(J, timeout=30)
+    message = str(read_failed.value)
+    assert "DATA_LOSS" in message and "broker-0" in message, message
+    assert f"{J} [0, 100000) ends at offset 50000" in message, message
+    assert client.read_all(J, end_offset=50_000, timeout=30) == data[:50_000]  # what it still has
+    with pytest.raises(GazetteError) as flush_failed:
+        client.flush(J, timeout=10)
+    assert "ends at 50000 (expected bytes through 100000)" in str(flush_failed.value)
+    assert client.list_fragments(J)[0].backing_store == ""  # nothing short was stored
