@@ -459,7 +459,14 @@ class SQLStore(Store):
             raise
         except Exception as exc:
             self._raise_if_fenced(exc)
-            raise
+            if isinstance(exc, GazetteError):
+                raise
+            # Nothing of the transaction is committed (rolled back above); say where it failed (a full
+            # disk is "database or disk is full") so the shard's FAILED status names the database.
+            raise SQLStoreError(
+                f"commit of shard {self.shard_fqn} to {redact_url(self.url)} failed, nothing of the "
+                f"transaction is stored: {type(exc).__name__}: {exc}"
+            ) from exc
         except BaseException:
             self._rollback()
             raise
