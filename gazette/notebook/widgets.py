@@ -1,13 +1,20 @@
 """Live ipywidgets views: the cluster (brokers, journals' routes and write heads, shards' statuses,
 kept current by an etcd watch), one journal's fragments, a Sequencer's state and a shard's checkpoint.
 
-Each view has `refresh()` (one synchronous update), `start(interval_s)` (auto-refresh on a daemon
-thread, so the kernel never blocks) and `stop()` / `close()`, which end that thread before returning.
+Each view is an ipywidgets VBox (display it, or put it in another layout) whose model is exposed as
+traitlets: `view.observe(callback, names=["offsets"])` is called with each change. Every view has the
+traits `refreshes` (completed refreshes), `last_error` (of the last failed auto-refresh, None after a
+good one) and `status_line` (the text of its status line), and `refresh()` (one synchronous update),
+`start(interval_s)` (auto-refresh on a daemon thread, so the kernel never blocks) and `stop()` /
+`close()`, which end that thread before returning. Observers run on the thread that changed the trait
+(the caller of refresh(), the auto-refresh thread, or ClusterView's watch on the client's loop thread):
+they must be quick and must not call refresh().
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import html
 import threading
 import time
@@ -15,6 +22,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 import ipywidgets as widgets
+import traitlets
 from aetcd import rpc
 from aetcd.utils import prefix_range_end
 
@@ -24,17 +32,22 @@ WATCH_START_TIMEOUT_S = 30.0
 DEFAULT_BROKER_ROOT = "/gazette/cluster"  # the brokers' (and LocalCluster's) default etcd root
 
 
-class _LiveView:
-    """A VBox of a status line, key numbers and an HTML body, refreshed by `_snapshot()`."""
+class _LiveView(widgets.VBox):
+    """A VBox of a title, a status line (`status`, a Label), key numbers and an HTML body (`body`),
+    refreshed by `_snapshot()`; its model fields are traits (not synced to the browser: the child
+    widgets show them)."""
+
+    refreshes = traitlets.Int(0, help="Completed refreshes.")
+    last_error = traitlets.Unicode(None, allow_none=True, help="The last failed auto-refresh's error.")
+    status_line = traitlets.Unicode("", help="The status line's text.")
 
     def __init__(self, title: str) -> None:
         self.title = widgets.HTML(value=f"<b>{html.escape(title)}</b>")
         self.status = widgets.Label(value="")
         self.body = widgets.HTML(value="")
-        self.widget = widgets.VBox([self.title, self.status, self.body])
-        self.widget.add_class("gazette-view")
-        self.refreshes = 0
-        self.last_error: str | None = None
+        super().__init__([self.title, self.status, self.body])
+        self.add_class("gazette-view")
+        traitlets.dlink((self.status, "value"), (self, "status_line"))
         self._thread: threading.Thread | None = None
         self._stop = threading.Event()
         self._lock = threading.Lock()
@@ -82,14 +95,26 @@ class _LiveView:
             self._thread.join(STOP_TIMEOUT_S)
             self._thread = None
 
+    @property
+    def widget(self) -> widgets.VBox:
+        """The view itself (it is the VBox); kept for code written when views held one."""
+        return self
+
     def close(self) -> None:
+        """Stops auto-refresh (waiting for it to end), then closes the widget and its children."""
         self.stop()
-        self.widget.close()
+        self._close_widgets()
 
-    def _ipython_display_(self) -> None:
-        from IPython.display import display
+    def _close_widgets(self) -> None:
+        for child in self.children:
+            child.close()
+        super().close()
 
-        display(self.widget)
+    def __del__(self) -> None:
+        # ipywidgets closes a collected widget with close(); ours would join threads and stop the etcd
+        # watch, which must not happen in a finalizer (it may run on the loop thread): comms only.
+        with contextlib.suppress(Exception):
+            widgets.VBox.close(self)
 
 
 def _table(columns: Sequence[str], rows: Sequence[Sequence[Any]], css: str) -> str:
@@ -189,8 +214,14 @@ class ClusterView(_LiveView):
     ends it. Write heads are read at `refresh()` (or every `auto_refresh_s`). Without etcd, or with
     `watch=False`, the view polls the brokers' journal list instead (no brokers or shards).
     Model fields: `brokers` {"zone#suffix": {"zone", "suffix", "endpoint"}}, `journals`
-    {name: {"primary", "members", "write_head"}}, `shards` {id: {"status", "primary", "replicas"}}.
+    {name: {"primary", "members", "write_head"}}, `shards` {id: {"status", "primary", "replicas"}}; each
+    is a trait replaced by a new dict on change, as is `updates`, the renders driven by the watch.
     """
+
+    brokers = traitlets.Dict(help='{"zone#suffix": {"zone", "suffix", "endpoint"}}')
+    journals = traitlets.Dict(help='{name: {"primary", "members", "write_head"}}')
+    shards = traitlets.Dict(help='{id: {"status", "primary", "replicas"}}')
+    updates = traitlets.Int(0, help="Renders driven by the etcd watch.")
 
     def __init__(
         self,
@@ -209,10 +240,6 @@ class ClusterView(_LiveView):
         self.client = client
         self.selector = selector
         self._selector = LabelSelector.parse(selector or "").for_journals()
-        self.brokers: dict[str, dict[str, Any]] = {}
-        self.journals: dict[str, dict[str, Any]] = {}
-        self.shards: dict[str, dict[str, Any]] = {}
-        self.updates = 0  # renders driven by the watch
         self._heads: dict[str, int] = {}
         self._model_lock = threading.Lock()  # never held while waiting on the loop thread
         self.count = widgets.IntText(value=0, description="journals", disabled=True)
@@ -220,11 +247,11 @@ class ClusterView(_LiveView):
         self.shard_count = widgets.IntText(value=0, description="shards", disabled=True)
         self.brokers_body = widgets.HTML(value="")
         self.shards_body = widgets.HTML(value="")
-        self.widget.children = (
+        self.children = (
             self.title, self.status, self.broker_count, self.brokers_body, self.count, self.body,
             self.shard_count, self.shards_body,
         )  # fmt: skip
-        self.widget.add_class("gazette-cluster-view")
+        self.add_class("gazette-cluster-view")
         etcd = etcd or getattr(client, "etcd", None)
         self._watch: _Watch | None = None
         self._note = ""
@@ -391,24 +418,30 @@ class ClusterView(_LiveView):
         super().stop()
         if self._watch is not None:
             self._watch.stop()
-        self.widget.close()
+            self._watch = None
+        self._close_widgets()
 
 
 class JournalView(_LiveView):
     """One journal's fragments (offset ranges, spooled or persisted, codec, store) as a table and an
     SVG timeline, its write head and append rate (bytes/s between the last two refreshes).
-    `fragments` holds the last snapshot as dicts."""
+    `fragments` (a trait) holds the last snapshot as dicts; `head` (a trait) the write head, which
+    the `write_head` number widget shows."""
+
+    fragments: traitlets.List[dict[str, Any]] = traitlets.List(
+        help='[{"begin", "end", "codec", "store", "persisted"}] of the last refresh'
+    )
+    head = traitlets.Int(0, help="The journal's write head at the last refresh.")
 
     def __init__(self, client: Any, journal: str, *, auto_refresh_s: float | None = None) -> None:
         super().__init__(f"Journal {journal}")
         self.client = client
         self.journal = journal
-        self.fragments: list[dict[str, Any]] = []
         self.write_head = widgets.IntText(value=0, description="write head", disabled=True)
         self.append_rate = widgets.FloatText(value=0.0, description="bytes/s", disabled=True)
         self.timeline = widgets.HTML(value="")
         self._last_head: tuple[float, int] | None = None  # (monotonic s, write head) of the last refresh
-        self.widget.children = (
+        self.children = (
             self.title,
             self.status,
             self.write_head,
@@ -416,7 +449,7 @@ class JournalView(_LiveView):
             self.timeline,
             self.body,
         )
-        self.widget.add_class("gazette-journal-view")
+        self.add_class("gazette-journal-view")
         self.refresh()
         if auto_refresh_s:
             self.start(auto_refresh_s)
@@ -435,6 +468,7 @@ class JournalView(_LiveView):
             for f in frags
         ]
         self.write_head.value = head
+        self.head = head
         now = time.monotonic()
         if self._last_head is not None and now > self._last_head[0]:
             self.append_rate.value = round((head - self._last_head[1]) / (now - self._last_head[0]), 1)
@@ -480,18 +514,19 @@ def _inspect_of(source: Any, shard: str | None) -> Any:
 class SequencerView(_LiveView):
     """A Sequencer's per-(journal, producer) state, ring occupancy, queue outcomes and replays, from a
     `ReadCommitted` (its live `sequencer`) or from a running shard (`SequencerView(shard_client, shard)`).
-    `state` holds the last `describe()` dict."""
+    `state` (a trait) holds the last `describe()` dict."""
+
+    state = traitlets.Dict(help="The Sequencer's describe() at the last refresh.")
 
     def __init__(self, source: Any, shard: str | None = None, *, auto_refresh_s: float | None = None) -> None:
         super().__init__(f"Sequencer of {shard or getattr(source, 'journal', '?')}")
         self.source = source
         self.shard = shard
-        self.state: dict[str, Any] = {}
         self.ring = widgets.IntProgress(value=0, min=0, max=1, description="ring")
         self.pending = widgets.IntText(value=0, description="pending", disabled=True)
         self.replays = widgets.IntText(value=0, description="replays", disabled=True)
-        self.widget.children = (self.title, self.status, self.ring, self.pending, self.replays, self.body)
-        self.widget.add_class("gazette-sequencer-view")
+        self.children = (self.title, self.status, self.ring, self.pending, self.replays, self.body)
+        self.add_class("gazette-sequencer-view")
         self.refresh()
         if auto_refresh_s:
             self.start(auto_refresh_s)
@@ -532,19 +567,22 @@ class CheckpointView(_LiveView):
     (`CheckpointView(shard_client, shard)`), or a ReadCommitted's current one (`CheckpointView(reader)`).
     `offsets`, `producers` and `ack_intents` hold the last snapshot; `side_effects` the shard's
     side effects (a SideEffectsState: committing, committed but unpublished, published, pending
-    cleanup), None when its store keeps none."""
+    cleanup), None when its store keeps none. Each is a trait."""
+
+    offsets = traitlets.Dict(help="{journal: offset read through}")
+    producers: traitlets.List[dict[str, Any]] = traitlets.List(
+        help='[{"journal", "producer", "last_ack", "begin"}]'
+    )
+    ack_intents: traitlets.List[str] = traitlets.List(help="Journals with ACK intents in the checkpoint.")
+    side_effects = traitlets.Any(None, help="The shard's SideEffectsState, None when none is kept.")
 
     def __init__(self, source: Any, shard: str | None = None, *, auto_refresh_s: float | None = None) -> None:
         super().__init__(f"Checkpoint of {shard or getattr(source, 'journal', '?')}")
         self.source = source
         self.shard = shard
-        self.offsets: dict[str, int] = {}
-        self.producers: list[dict[str, Any]] = []
-        self.ack_intents: list[str] = []
-        self.side_effects: Any = None
         self.transactions = widgets.IntText(value=0, description="txns", disabled=True)
-        self.widget.children = (*self.widget.children, self.transactions)
-        self.widget.add_class("gazette-checkpoint-view")
+        self.children = (self.title, self.status, self.body, self.transactions)
+        self.add_class("gazette-checkpoint-view")
         self.refresh()
         if auto_refresh_s:
             self.start(auto_refresh_s)

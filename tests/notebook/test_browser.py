@@ -1,6 +1,10 @@
-"""The quickstart notebook in a real browser: JupyterLab on loopback, Debian's Chromium driven by
-Playwright, every cell run from the Run menu and the keyboard, and DOM checks that the widgets rendered
-and that the journal view's write head moved when the flush cell appended.
+"""Notebooks in a real browser: JupyterLab on loopback, Debian's Chromium driven by Playwright.
+
+The quickstart: every cell run from the Run menu and the keyboard, and DOM checks that the widgets
+rendered and that the journal view's write head moved when the flush cell appended. 06-operations: run
+from the Run menu, its matplotlib charts checked decoded as PNG images and its fragment timeline drawn.
+05-streaming-to-delta is run once, by test_notebook_delta.py, which opens the executed notebook here
+(`render_executed`) and checks its outputs rendered, rather than spend Spark's minutes on a second run.
 
 Screenshots of each stage go to build/screenshots/. Skips when /usr/bin/chromium is absent.
 """
@@ -162,9 +166,18 @@ def _children(pid: int) -> list[int]:
 @pytest.fixture
 def lab(tmp_path: pathlib.Path) -> Iterator[LabServer]:
     """JupyterLab on a copy of the quickstart notebook, its config/data/runtime dirs all under tmp."""
+    with serve_lab(tmp_path, [NOTEBOOK]) as server:
+        yield server
+
+
+@contextlib.contextmanager
+def serve_lab(tmp_path: pathlib.Path, notebooks: list[pathlib.Path]) -> Iterator[LabServer]:
+    """JupyterLab on copies of `notebooks` (in tmp_path/notebooks), its config/data/runtime dirs all
+    under tmp_path; stopped, with its kernels, on exit."""
     root_dir = tmp_path / "notebooks"
-    root_dir.mkdir()
-    shutil.copy(NOTEBOOK, root_dir / NOTEBOOK.name)
+    root_dir.mkdir(parents=True)
+    for notebook in notebooks:
+        shutil.copy(notebook, root_dir / notebook.name)
     config_dir = tmp_path / "jupyter-config"
     for name, settings in LAB_SETTINGS.items():
         path = config_dir / "lab" / "user-settings" / name
@@ -241,10 +254,12 @@ def _index(cells: list[dict[str, Any]], source_start: str) -> int:
     raise AssertionError(f"no cell starting with {source_start!r} in the notebook")
 
 
-def _wait_executed(page: Any, stop: int, start: int = 0) -> list[dict[str, Any]]:
+def _wait_executed(
+    page: Any, stop: int, start: int = 0, timeout_s: float = CELLS_TIMEOUT_S
+) -> list[dict[str, Any]]:
     """Waits until every code cell in [start, stop) shows an execution count (not `[*]` nor empty);
     fails at once, with the text, when any cell shows a traceback or a %gazette error."""
-    deadline = time.monotonic() + CELLS_TIMEOUT_S
+    deadline = time.monotonic() + timeout_s
     while True:
         cells = _cells(page)
         for cell in cells:
@@ -258,7 +273,7 @@ def _wait_executed(page: Any, stop: int, start: int = 0) -> list[dict[str, Any]]
         if not pending:
             return cells
         if time.monotonic() > deadline:
-            raise AssertionError(f"cells not executed after {CELLS_TIMEOUT_S}s ([*] running): {pending}")
+            raise AssertionError(f"cells not executed after {timeout_s}s ([*] running): {pending}")
         page.wait_for_timeout(250)
 
 
@@ -378,3 +393,115 @@ def test_quickstart_in_jupyterlab(lab: LabServer, page: Any) -> None:
         lab.dump_kernel_stacks()
         print(f"jupyter lab log (tail):\n{lab.log_tail(200)}")  # the kernel's stderr lands there too
         raise
+
+
+OPERATIONS = REPO / "notebooks" / "06-operations.ipynb"
+OPERATIONS_CELLS_TIMEOUT_S = 150.0  # the notebook's kill and restart take ~50 s alone; the browser adds to it
+CHART_CELL = "t = [s[0] for s in samples]"
+OPERATIONS_CLEANUP_CELL = "journal_view.close()"
+
+
+def _open_notebook(page: Any, lab: LabServer, name: str) -> list[dict[str, Any]]:
+    """Opens notebooks/`name` in JupyterLab once its kernel is idle, the file browser folded; its cells."""
+    page.goto(f"{lab.base_url}/lab/tree/{name}?token={lab.token}")
+    page.locator(".jp-Notebook .jp-Cell").first.wait_for()
+    page.get_by_text(re.compile(r"\| Idle$")).first.wait_for(timeout=KERNEL_IDLE_TIMEOUT_S * 1000)
+    file_browser_tab = page.locator(".jp-SideBar.jp-mod-left .lm-TabBar-tab.lm-mod-current")
+    if file_browser_tab.count():
+        file_browser_tab.click()
+    return _cells(page)
+
+
+def _images(page: Any, index: int) -> list[dict[str, Any]]:
+    """The images cell `index` shows in its outputs: their decoded size and the start of their source."""
+    cell = page.locator(".jp-Notebook .jp-Cell").nth(index)
+    return list(
+        cell.locator(".jp-OutputArea-output img").evaluate_all(
+            "is => is.map(i => ({complete: i.complete, width: i.naturalWidth, height: i.naturalHeight,"
+            " src: i.getAttribute('src').slice(0, 22)}))"
+        )
+    )
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(360)
+def test_operations_notebook_charts_render_in_jupyterlab(tmp_path: pathlib.Path, page: Any) -> None:
+    """06-operations run from the Run menu in two stages: through the checks (the charts render as
+    decoded PNG images, the journal view's fragment timeline as SVG, the checks pass), then the
+    cleanup and `down`."""
+    failed = "06-operations-failed.png"
+    (SCREENSHOT_DIR / failed).unlink(missing_ok=True)
+    with serve_lab(tmp_path, [OPERATIONS]) as lab:
+        try:
+            cells = _open_notebook(page, lab, OPERATIONS.name)
+            chart, cleanup, down = (
+                _index(cells, s) for s in (CHART_CELL, OPERATIONS_CLEANUP_CELL, DOWN_CELL)
+            )
+            assert all(c["prompt"] in ("[ ]:", "") for c in cells), "the copied notebook has executed cells"
+
+            _select(page, cleanup)
+            _run_menu(page, "Run All Above Selected Cell")
+            cells = _wait_executed(page, cleanup, timeout_s=OPERATIONS_CELLS_TIMEOUT_S)
+            page.wait_for_function(
+                "i => Array.from(document.querySelectorAll('.jp-Notebook .jp-Cell')[i]"
+                ".querySelectorAll('.jp-OutputArea-output img')).some(img => img.complete && img.naturalWidth > 0)",
+                arg=chart,
+            )
+            (image,) = _images(page, chart)
+            assert (
+                image["src"] == "data:image/png;base64," and image["width"] >= 600 and image["height"] >= 300
+            )
+            assert not [i for k, c in enumerate(cells) if k != chart for i in _images(page, k)], (
+                "charts elsewhere"
+            )
+            notebook = page.locator(".jp-Notebook")
+            assert notebook.locator(".gazette-journal-view svg.gazette-timeline rect").count() >= 1
+            fills = notebook.locator(".gazette-journal-view svg.gazette-timeline rect").evaluate_all(
+                "rs => rs.map(r => r.getAttribute('fill'))"
+            )
+            assert set(fills) == {"#4a90d9"}, f"timeline not all persisted after the flush: {fills}"
+            checks = "\n".join(c["output"] for c in cells[:cleanup])
+            assert re.search(r"kill marked: \['(\S+) killed', '\1 restarted'\]", checks), checks
+            assert "final lag: 0 bytes" in checks and "OPERATIONS OK" in checks
+            _screenshot(page, "06-operations-1-charts.png")
+
+            _select(page, cleanup)
+            _run_menu(page, "Run Selected Cell and All Below")
+            cells = _wait_executed(page, len(cells))
+            assert "cluster stopped" in cells[down]["output"], cells[down]["output"]
+            page.wait_for_function(
+                "() => document.querySelectorAll('.jp-Notebook .gazette-view').length === 0"
+            )
+        except BaseException:
+            with contextlib.suppress(Exception):
+                _screenshot(page, failed)
+            lab.dump_kernel_stacks()
+            print(f"jupyter lab log (tail):\n{lab.log_tail(200)}")
+            raise
+
+
+def render_executed(tmp_path: pathlib.Path, notebook: pathlib.Path, selectors: list[str]) -> dict[str, Any]:
+    """Opens the already executed `notebook` in JupyterLab in Chromium without running it, and answers
+    what rendered: each cell's output text (`cells`), the count of each of `selectors` in the notebook
+    (`found`), and the error outputs (`errors`). A screenshot goes to build/screenshots/<stem>-rendered.png.
+    For notebooks too slow to run twice (05 runs Spark): their test executes them, this checks the result."""
+    from playwright.sync_api import sync_playwright
+
+    with serve_lab(tmp_path, [notebook]) as lab, sync_playwright() as pw:
+        context = pw.chromium.launch_persistent_context(
+            user_data_dir=str(tmp_path / "chromium-profile"), executable_path=str(CHROMIUM), headless=True,
+            args=CHROMIUM_ARGS, viewport=VIEWPORT,  # type: ignore[arg-type]
+        )  # fmt: skip
+        try:
+            context.set_default_timeout(UI_TIMEOUT_MS)
+            page = context.pages[0] if context.pages else context.new_page()
+            cells = _open_notebook(page, lab, notebook.name)
+            page.locator(".jp-Notebook .jp-OutputArea-output").first.wait_for()
+            found = {css: page.locator(f".jp-Notebook {css}").count() for css in selectors}
+            errors = page.locator(
+                '.jp-Notebook .jp-OutputArea-output[data-mime-type="application/vnd.jupyter.error"]'
+            )
+            _screenshot(page, f"{notebook.stem}-rendered.png")
+            return {"cells": cells, "found": found, "errors": errors.all_inner_texts()}
+        finally:
+            context.close()
