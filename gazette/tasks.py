@@ -25,16 +25,22 @@ async def cancel_and_wait(task: asyncio.Task | None) -> None:
             raise
 
 
-async def first_of(awaitable: Awaitable[T], event: asyncio.Event | None) -> tuple[bool, T | None]:
-    """Awaits `awaitable` unless `event` is set first: (True, its result) or (False, None)."""
+async def first_of(
+    awaitable: Awaitable[T], event: asyncio.Event | None, timeout: float | None = None
+) -> tuple[bool, T | None]:
+    """Awaits `awaitable` unless `event` is set first (or `timeout` seconds pass): (True, its
+    result) or (False, None)."""
     get = asyncio.ensure_future(awaitable)
-    if event is None:
+    if event is None and timeout is None:
         return True, await get
-    wait = asyncio.ensure_future(event.wait())
+    waits: set[asyncio.Future] = {get}
+    if event is not None:
+        waits.add(asyncio.ensure_future(event.wait()))
     try:
-        await asyncio.wait({get, wait}, return_when=asyncio.FIRST_COMPLETED)
+        await asyncio.wait(waits, timeout=timeout, return_when=asyncio.FIRST_COMPLETED)
     finally:
-        wait.cancel()
+        for w in waits - {get}:
+            w.cancel()
         if not get.done():
             get.cancel()
     if get.done() and not get.cancelled():

@@ -33,6 +33,7 @@ from gazette.broker.assignments import (
 )
 from gazette.broker.pipeline import Pipeline
 from gazette.broker.resolver import Resolution
+from gazette.broker.wire import ContentChunk
 from gazette.fragment.fragment import ZERO_SUM, Codec, Fragment
 from gazette.fragment.health import health_of
 from gazette.protocol import broker_pb2 as pb
@@ -65,6 +66,8 @@ REPLICA_WAIT_S = 0.02
 IDLE_FLUSH_INTERVAL_S = 24 * 3600.0
 
 SUSPEND = pb.AppendRequest.Suspend
+# What the Append RPC's request stream yields: content-only requests come decoded raw (broker/wire.py).
+AppendChunk = pb.AppendRequest | ContentChunk
 
 
 class AppendFailed(Exception):
@@ -146,7 +149,7 @@ class AppendFSM:
             await handlers[self.state]()
         return self.state
 
-    async def run(self, requests: AsyncIterator[pb.AppendRequest]) -> State:
+    async def run(self, requests: AsyncIterator[AppendChunk]) -> State:
         """The whole FSM over a client's content stream (already past its first message)."""
         try:
             if await self.run_to_stream() != State.STREAM_CONTENT:
@@ -431,7 +434,7 @@ class AppendFSM:
         self.state = State.RESOLVE
 
     # --- content ---------------------------------------------------------------------------------
-    async def _stream_content(self, requests: AsyncIterator[pb.AppendRequest]) -> None:
+    async def _stream_content(self, requests: AsyncIterator[AppendChunk]) -> None:
         res, pln, req = self.res, self.pln, self.req
         assert res is not None and res.spec is not None and pln is not None
         spec = res.spec
@@ -448,23 +451,30 @@ class AppendFSM:
 
         problem: str | None = None
         eof = False
+        writable = spec.writable and req.suspend not in (
+            SUSPEND.SUSPEND_IF_FLUSHED, SUSPEND.SUSPEND_NOW, SUSPEND.SUSPEND_KEEP
+        )
         try:
             async for chunk in requests:
                 if self.client_commit:
                     problem = "expected EOF after the empty commit message"
                     break
-                if chunk.journal or chunk.HasField("header") or chunk.offset:
-                    problem = "expected a content-only AppendRequest"
-                    break
-                content = chunk.content
-                if not content:
-                    self.client_commit = True
-                    continue
-                if not spec.writable or req.suspend in (SUSPEND.SUSPEND_IF_FLUSHED, SUSPEND.SUSPEND_NOW, SUSPEND.SUSPEND_KEEP):
+                content: bytes | memoryview
+                if isinstance(chunk, ContentChunk):  # the usual case: decoded raw, content only
+                    content = chunk.content
+                else:
+                    if chunk.journal or chunk.HasField("header") or chunk.offset:
+                        problem = "expected a content-only AppendRequest"
+                        break
+                    content = chunk.content
+                    if not content:
+                        self.client_commit = True
+                        continue
+                if not writable:
                     self.status = Status.NOT_ALLOWED
                     break
                 try:
-                    await pln.scatter(pb.ReplicateRequest(content=content, content_delta=self.client_length))
+                    await pln.scatter_content(content, self.client_length)
                 except OSError as exc:  # this broker's spool file could not take the content
                     problem = self._spool_failure(exc)
                     break
@@ -594,9 +604,15 @@ def _validate_registers(req: pb.AppendRequest) -> None:
             previous = (lbl.name, lbl.value)
 
 
+async def _as_protos(requests: AsyncIterator[AppendChunk]) -> AsyncIterator[pb.AppendRequest]:
+    """The requests as protobuf messages, for a generated stub (the proxy's)."""
+    async for req in requests:
+        yield req.to_proto() if isinstance(req, ContentChunk) else req
+
+
 async def serve_append(
     broker: Broker,
-    requests: AsyncIterator[pb.AppendRequest],
+    requests: AsyncIterator[AppendChunk],
     context: grpc.aio.ServicerContext,
     claims: Claims | None = None,
 ) -> pb.AppendResponse:
@@ -605,8 +621,9 @@ async def serve_append(
     except StopAsyncIteration:
         await context.abort(grpc.StatusCode.INVALID_ARGUMENT, "append stream closed before its first message")
         raise
-    if first.content:
+    if not isinstance(first, pb.AppendRequest) or first.content:
         await context.abort(grpc.StatusCode.INVALID_ARGUMENT, "the first AppendRequest must carry no content")
+    assert isinstance(first, pb.AppendRequest)
     journal, _meta = split_journal_meta(first.journal)
     try:
         validate_journal_name(journal)
@@ -618,7 +635,7 @@ async def serve_append(
     state = await fsm.run(requests)
     if state == State.PROXY:
         assert fsm.res is not None
-        return await broker.proxy.append(fsm.res, first, requests)
+        return await broker.proxy.append(fsm.res, first, _as_protos(requests))
     if fsm.err is not None:
         raise fsm.err
     return fsm.response()

@@ -33,6 +33,7 @@ from gazette.broker.read import serve_read
 from gazette.broker.replica import Replica
 from gazette.broker.replicate import serve_replicate
 from gazette.broker.resolver import Resolver, decode_value
+from gazette.broker.wire import add_journal_servicer
 from gazette.fragment.fragment import Fragment
 from gazette.fragment.persister import Persister
 from gazette.fragment.stores import get_store
@@ -63,6 +64,14 @@ DEFAULT_EXIT_DRAIN_S = 60.0  # how long a graceful stop waits for the allocator 
 
 
 class Broker:
+    """One broker process's journal service (docs/architecture.md#the-broker).
+
+    Owns its etcd session and member announcement, the KeySpace mirror, the allocator loop, one
+    Replica per journal assigned here (reconciled from the KeySpace), the shared Persister, the
+    gRPC server (Journal and Flusher services) and the metrics endpoint. `start()` brings them up
+    in dependency order; `stop()` takes them down in reverse, gracefully by default: it announces
+    it is exiting, waits for the allocator to move its journals away, and persists every spool
+    before its lease is revoked. Lives on one event loop thread."""
     def __init__(
         self,
         etcd_endpoint: str,
@@ -135,7 +144,7 @@ class Broker:
             options=[*GRPC_MESSAGE_OPTIONS, *GRPC_SERVER_KEEPALIVE_OPTIONS, ("grpc.so_reuseport", 0)]
         )
         service = JournalService(self)
-        pb_grpc.add_JournalServicer_to_server(service, self._server)
+        add_journal_servicer(service, self._server)  # Append and Replicate content decoded raw
         gpy_grpc.add_FlusherServicer_to_server(FlusherService(service), self._server)
         bound, scheme = _tls.bind(self._server, f"{self.host}:{self.port}", self.server_tls)
         self.port = bound
@@ -239,9 +248,9 @@ class Broker:
             self._renewing = self.background(self._renew_session(), "renew session after lease loss")
 
     async def _renew_session(self) -> None:
-        """Lease loss: Gazette ends the process (reference 5.2), which also ends every spool. When etcd
-        itself was down past the TTL, every broker loses its lease at once and acknowledged appends
-        not yet persisted would exist nowhere. So instead: drop the spools this broker was primary
+        """Lease loss: Gazette ends the process (docs/semantics.md#member-sessions), which also ends every
+        spool. When etcd itself was down past the TTL, every broker loses its lease at once and acknowledged
+        appends not yet persisted would exist nowhere. So instead: drop the spools this broker was primary
         of (they may hold commits no peer acknowledged, unsafe to reuse or persist now that another
         primary may have taken over), keep the others (replicated, legitimate content) for
         RENEW_HOLD_TTLS lease TTLs in case their journals come back here, and announce again under
@@ -305,7 +314,7 @@ class Broker:
         return task
 
     async def pulse(self, journal: str) -> None:
-        """A zero-byte append at this broker (reference 4.3); failures are the caller's to log."""
+        """A zero-byte append at this broker (docs/semantics.md#pulse); failures are the caller's to log."""
         fsm = await zero_byte_append(self, journal)
         if fsm.err is not None:
             raise fsm.err
@@ -331,9 +340,15 @@ class Broker:
         """Creates replicas for journals newly assigned here; stops those no longer assigned."""
         if self._stopping:
             return
-        if self.ks.get(layout.member_key(self.root, self.zone, self.suffix)) is None and self._renewing is None:
+        if (
+            self.ks.get(layout.member_key(self.root, self.zone, self.suffix)) is None
+            and self._renewing is None
+            and self.ks.revision >= self.announcement.revision
+        ):
             # Our member key is gone, so our lease is: act on it now, before the keep-alive notices,
             # so that spools we were primary of are dropped rather than persisted (zombie writes).
+            # Only once the KeySpace has seen our announcement: just after a renewal it may still
+            # lack the new key (it applied the old key's expiry, not yet our put), which is no loss.
             self.session.declare_lost("the member key vanished from etcd (lease expired)")
             return
         assigned: dict[str, tuple[JournalSpec, int, bool]] = {}
@@ -417,9 +432,14 @@ class JournalService(pb_grpc.JournalServicer):
         self.b.metrics.started.labels("Read").inc()
         claims = await self.verify("Read", context, Capability.READ)
         status = 0
-        async for resp in serve_read(self.b, request, context, claims):
-            status = resp.status or status
-            yield resp
+        try:
+            async for resp in serve_read(self.b, request, context, claims):
+                status = resp.status or status
+                yield resp
+        except grpc.aio.AioRpcError as exc:  # the broker we proxied to failed: pass its status on
+            self._done("Read", "FAILED")
+            await context.abort(exc.code(), f"proxied read failed: {exc.details()}")
+            raise
         self._done("Read", status)
 
     async def Append(self, request_iterator, context) -> pb.AppendResponse:

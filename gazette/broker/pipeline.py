@@ -11,11 +11,13 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Coroutine
+from typing import Any
 
 import grpc
 
 from gazette.allocator.journals import route_equivalent
+from gazette.broker.wire import encode_replicate_content
 from gazette.fragment.fragment import Fragment
 from gazette.fragment.spool import Spool
 from gazette.protocol import broker_pb2 as pb
@@ -89,21 +91,19 @@ class Pipeline:
         if not self._has_peers:
             self._apply(req)
             return
-        work = asyncio.ensure_future(self._send_then_apply(req))
-        try:
-            await asyncio.shield(work)
-        except asyncio.CancelledError:
-            while not work.done():
-                try:
-                    await asyncio.shield(work)
-                except asyncio.CancelledError:
-                    continue
-            work.result()
-            raise
+        await _uninterrupted(self._send_then_apply(req))
+
+    async def scatter_content(self, content: bytes | memoryview, content_delta: int) -> None:
+        """`scatter` of ReplicateRequest(content=content, content_delta=content_delta), encoded once
+        for all peers straight from `content` (no protobuf message, no copy beyond the encoding)."""
+        if not self._has_peers:
+            self.spool.apply_content(content, content_delta)
+            return
+        await _uninterrupted(self._send_content_then_apply(content, content_delta))
 
     async def _send_then_apply(self, req: pb.ReplicateRequest) -> None:
         has_header = req.HasField("header")
-        data = b"" if has_header or not self._has_peers else req.SerializeToString()  # once for all peers
+        data = b"" if has_header else req.SerializeToString()  # once for all peers
         for i, stream in enumerate(self.streams):
             if stream is None or self.send_errs[i] is not None:
                 continue
@@ -112,13 +112,23 @@ class Pipeline:
                 out.CopyFrom(req)
                 out.header.process_id.CopyFrom(self.route.members[i])
                 data = out.SerializeToString()
-            try:
-                await stream.write(data)
-            except asyncio.CancelledError:
-                raise
-            except BaseException as exc:  # the real cause is read on receive
-                self.send_errs[i] = exc
+            await self._send(i, stream, data)
         self._apply(req)
+
+    async def _send_content_then_apply(self, content: bytes | memoryview, content_delta: int) -> None:
+        data = encode_replicate_content(content, content_delta)
+        for i, stream in enumerate(self.streams):
+            if stream is not None and self.send_errs[i] is None:
+                await self._send(i, stream, data)
+        self.spool.apply_content(content, content_delta)
+
+    async def _send(self, i: int, stream: grpc.aio.StreamStreamCall, data: bytes) -> None:
+        try:
+            await stream.write(data)
+        except asyncio.CancelledError:
+            raise
+        except BaseException as exc:  # the real cause is read on receive
+            self.send_errs[i] = exc
 
     def _apply(self, req: pb.ReplicateRequest) -> None:
         spool = self.spool
@@ -262,6 +272,22 @@ class Pipeline:
         for stream in self.streams:
             if stream is not None:
                 stream.cancel()
+
+
+async def _uninterrupted(coro: Coroutine[Any, Any, None]) -> None:
+    """Runs `coro` to its end in a task of its own; a cancellation of the caller meanwhile is raised
+    only once it has ended (see `Pipeline.scatter`)."""
+    work = asyncio.ensure_future(coro)
+    try:
+        await asyncio.shield(work)
+    except asyncio.CancelledError:
+        while not work.done():
+            try:
+                await asyncio.shield(work)
+            except asyncio.CancelledError:
+                continue
+        work.result()
+        raise
 
 
 def _describe(exc: BaseException) -> str:

@@ -19,6 +19,7 @@ import grpc
 from gazette.allocator.journals import route_equivalent
 from gazette.auth.tokens import Claims
 from gazette.broker.append import spool_write_failure
+from gazette.broker.wire import ReplicateContent
 from gazette.fragment.fragment import Fragment
 from gazette.fragment.spool import Spool, SpoolError
 from gazette.protocol import broker_pb2 as pb
@@ -33,12 +34,18 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 REPLICA_WAIT_S = 0.02
+SPOOL_RECHECK_S = 0.5  # a stream waiting for the spool looks again this often for an idle pipeline
 _EOF = object()
 _ROUTE_CHANGED = object()
 
 
-def apply_replicate(spool: Spool, req: pb.ReplicateRequest) -> pb.ReplicateResponse:
-    """Applies one request to the spool: a proposal (with registers) or content (with its delta)."""
+def apply_replicate(spool: Spool, req: pb.ReplicateRequest | ReplicateContent) -> pb.ReplicateResponse | None:
+    """Applies one request to the spool: a proposal (with registers) or content (with its delta).
+    Returns the response, or None for content decoded raw (which never asks an acknowledgement)."""
+    if isinstance(req, ReplicateContent):
+        spool.apply_content(req.content, req.content_delta)
+        return None
+    assert isinstance(req, pb.ReplicateRequest)
     if req.HasField("proposal"):
         if req.content:
             raise SpoolError("a ReplicateRequest carries either a proposal or content, not both")
@@ -60,13 +67,16 @@ def apply_replicate(spool: Spool, req: pb.ReplicateRequest) -> pb.ReplicateRespo
 
 async def serve_replicate(
     broker: Broker,
-    requests: AsyncIterator[pb.ReplicateRequest],
+    requests: AsyncIterator[pb.ReplicateRequest | ReplicateContent],
     context: grpc.aio.ServicerContext,
     claims: Claims | None = None,
 ) -> AsyncIterator[pb.ReplicateResponse]:
     try:
         first = await anext(requests)
     except StopAsyncIteration:
+        return
+    if not isinstance(first, pb.ReplicateRequest):
+        await context.abort(grpc.StatusCode.INVALID_ARGUMENT, "the first ReplicateRequest must carry a header and a proposal with acknowledge")
         return
     journal = first.proposal.journal
     problem = None
@@ -98,7 +108,19 @@ async def serve_replicate(
         if replica.spool_slot.qsize():
             spool = replica.spool_slot.get_nowait()
             break
-        got, got_spool = await first_of(replica.spool_slot.get(), res.invalidated)
+        stale = None
+        if replica.pipeline_slot.qsize():  # (empty while an append holds the pipeline: leave it be)
+            stale = replica.pipeline_slot.get_nowait()
+            replica.pipeline_slot.put_nowait(None)  # no await in between: nobody sees the slot empty
+        if stale is not None:
+            # The route names another primary, yet a pipeline this broker built while it was the
+            # journal's primary sits idle in its slot, holding the spool (nobody else would ever
+            # shut it down): the new primary's stream would wait for the spool for ever, and with
+            # it every append to the journal. Shut it down; its spool goes back to the slot.
+            log.info("Replicate of %s: shutting down this broker's idle pipeline of a former primacy", journal)
+            await stale.shutdown(expect_err=True)
+            continue
+        got, got_spool = await first_of(replica.spool_slot.get(), res.invalidated, timeout=SPOOL_RECHECK_S)
         if got and got_spool is not None:
             spool = got_spool
             break
@@ -139,7 +161,7 @@ async def serve_replicate(
         asyncio.create_task(watch_route(), name=f"replicate route watch {journal}"),
     ]
     header: pb.Header | None = res.header
-    req = first
+    req: pb.ReplicateRequest | ReplicateContent = first
     failed_with: tuple[grpc.StatusCode, str] | None = None
     try:
         while True:
@@ -154,7 +176,9 @@ async def serve_replicate(
                 log.error("Replicate of %s failed: %s", journal, failed)
                 failed_with = (failed.code, str(failed).removeprefix("append rolled back: "))
                 return
-            if req.acknowledge:
+            if resp is None:
+                pass  # content: nothing to acknowledge
+            elif req.acknowledge:
                 if header is not None:
                     resp.header.CopyFrom(header)
                     header = None

@@ -48,6 +48,25 @@ from gazette.protocol.status import Status
 from gazette.protocol.validate import validate_journal_name
 
 APPEND_CHUNK_BYTES = 1 << 20
+APPEND_METHOD = "/protocol.Journal/Append"
+_APPEND_CONTENT_TAG = b"\x22"  # AppendRequest field 4 (content), length-delimited
+
+
+def _encoded(data: bytes) -> bytes:
+    return data
+
+
+def _append_content_message(content: memoryview) -> bytes:
+    """The wire bytes of AppendRequest(content=content), as protobuf writes them."""
+    n = len(content)
+    length = bytearray()
+    while n >= 0x80:
+        length.append(n & 0x7F | 0x80)
+        n >>= 7
+    length.append(n)
+    return b"".join((_APPEND_CONTENT_TAG, length, content))
+
+
 FLUSH_METHOD = "/gazette_py.Flusher/Flush"
 # docs/semantics.md#client-retries-and-backoff: 0 after EOF, then 50 ms x2, 100 ms x2, 1 s x2, then 5 s.
 RETRY_BACKOFF_S = (0.05, 0.05, 0.1, 0.1, 1.0, 1.0, 5.0)
@@ -172,6 +191,12 @@ class AsyncClient:
         self.tls = tls
         self._channels = [aio_channel(e, tls, GRPC_CLIENT_OPTIONS) for e in self.endpoints]
         self._stubs = [pb_grpc.JournalStub(c) for c in self._channels]
+        # Append per stub, taking requests already encoded (`_append_content_message`): no protobuf
+        # message, and one copy of the content, per chunk.
+        self._encoded_appends = [
+            c.stream_unary(APPEND_METHOD, request_serializer=_encoded, response_deserializer=pb.AppendResponse.FromString)
+            for c in self._channels
+        ]
         # gazette-py's own RPCs (not in Gazette's protocol.Journal), on the same channels.
         self._flushers = [gpy_grpc.FlusherStub(c) for c in self._channels]
         self._current = 0
@@ -320,18 +345,18 @@ class AsyncClient:
             first.subtract_registers.CopyFrom(LabelSet(subtract_registers).to_proto())
 
         def requests():
-            yield first
+            yield first.SerializeToString()
             for part in parts:
                 view = memoryview(part)
                 for i in range(0, len(view), APPEND_CHUNK_BYTES):
-                    yield pb.AppendRequest(content=bytes(view[i : i + APPEND_CHUNK_BYTES]))
-            yield pb.AppendRequest()  # the empty message commits; half-close follows
+                    yield _append_content_message(view[i : i + APPEND_CHUNK_BYTES])
+            yield b""  # the empty message commits; half-close follows
 
         trace = _trace if _trace is not None else CallTrace("append to", journal)
         md = self.call_metadata(Capability.APPEND, journal)
         async with self._bounded(timeout, trace):
             resp = await self._call(
-                lambda stub: stub.Append(requests(), metadata=md),
+                lambda stub: self._encoded_appends[self._stubs.index(stub)](requests(), metadata=md),
                 trace,
                 retry_statuses=APPEND_RETRY_STATUSES,
                 journal=journal,

@@ -55,7 +55,7 @@ class Spool:
 
     # --- content and proposals --------------------------------------------------------------------
 
-    def apply_content(self, content: bytes, content_delta: int) -> None:
+    def apply_content(self, content: bytes | memoryview, content_delta: int) -> None:
         """Spools `content` after the pending bytes; `content_delta` must equal `delta`."""
         if content_delta != self.delta:
             raise SpoolError(

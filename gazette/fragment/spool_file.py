@@ -56,7 +56,7 @@ class SpoolFile:
             )
         return journal_offset - self.begin
 
-    def pwrite(self, journal_offset: int, data: bytes) -> None:
+    def pwrite(self, journal_offset: int, data: bytes | memoryview) -> None:
         """Writes all of `data` at `journal_offset`."""
         pos = self._position(journal_offset)
         n = os.pwrite(self._fd, data, pos)
