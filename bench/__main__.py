@@ -1,9 +1,10 @@
-"""`python -m bench [--quick] [--runs N] [--no-spark] [--no-gazette]`: every benchmark as one suite.
+"""`python -m bench [--quick] [--runs N] [--no-spark] [--no-gazette] [--no-kafka]`: every benchmark as one suite.
 
-Runs the broker, message, NATS peer, consumer, replication, Gazette peer and Spark figures in turn,
-prints one table, writes bench/results.json and rewrites the README's table. A part that cannot run
-here (no nats-server, real Gazette not built, no bench/consumer.py) or fails leaves its rows with a
-note saying why; a failure also makes the exit status 1, after the results are written.
+Runs the broker, message, NATS peer, Kafka peer, consumer, replication, Gazette peer and Spark figures
+in turn, prints one table, writes bench/results.json and rewrites the README's table. A part that
+cannot run here (no nats-server, real Gazette not built, Kafka's jars not fetched, no
+bench/consumer.py) or fails leaves its rows with a note saying why; a failure also makes the exit
+status 1, after the results are written.
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ from typing import Any
 
 from rich.console import Console
 
-from bench import gazette_peer, messages, nats_peer, replication, report, runner, spark
+from bench import gazette_peer, kafka_peer, messages, nats_peer, replication, report, runner, spark
 from bench.figures import Figure, PeerUnavailable
 
 HERE = Path(__file__).resolve().parent
@@ -32,6 +33,7 @@ CONSUMER_MISSING = "bench/consumer.py not present"
 SPARK_SKIPPED_QUICK = "skipped: --quick"
 SPARK_SKIPPED = "skipped: --no-spark"
 GAZETTE_SKIPPED = "skipped: --no-gazette"
+KAFKA_SKIPPED = "skipped: --no-kafka"
 
 Log = Callable[[str], None]
 
@@ -78,7 +80,7 @@ def parts(args: argparse.Namespace, settings: runner.Settings, spark_details: di
         spark_settings = dataclasses.replace(spark_settings, runs=args.runs)
 
     def spark_measure(settings: runner.Settings, log: Log) -> dict[str, Figure]:
-        results = spark.run(spark_settings, log)
+        results = spark.run(spark_settings, log, kafka=not args.no_kafka)
         spark_details.update({k: v for k, v in results.items() if k != "readers"})
         return spark.figures_of(results)
 
@@ -92,6 +94,13 @@ def parts(args: argparse.Namespace, settings: runner.Settings, spark_details: di
             settings=message_settings,
         ),
         Part("nats peer", nats_peer.peer_figures, lambda s, log: nats_peer.run(nats_settings, log), settings=nats_settings),
+        Part(
+            "kafka peer",
+            kafka_peer.part_figures,
+            lambda s, log: kafka_peer.run(message_settings, log),
+            KAFKA_SKIPPED if args.no_kafka else None,
+            settings=message_settings,
+        ),
         _consumer_part(settings),
         Part("replication", replication.replication_figures, replication.run, settings=settings),
         Part(
@@ -103,7 +112,7 @@ def parts(args: argparse.Namespace, settings: runner.Settings, spark_details: di
         ),
         Part(
             "spark",
-            lambda: spark.spark_figures(spark_settings.shapes),
+            lambda: spark.spark_figures(spark_settings.shapes, kafka=not args.no_kafka),
             spark_measure,
             spark_skip,
             settings=spark_settings,
@@ -149,6 +158,8 @@ def _versions() -> dict[str, str | None]:
         "nats-server": nats_peer.server_version(binary) if binary else None,
         "nats-py": report.package_version("nats-py"),
         "Gazette (Go)": gazette_peer.version(),
+        "Kafka": kafka_peer.version(),
+        "confluent-kafka": report.package_version("confluent-kafka"),
         "pyspark": report.package_version("pyspark"),
     }
 
@@ -160,6 +171,9 @@ def main() -> None:
     parser.add_argument("--no-spark", action="store_true", help="skip bench/spark.py (fragments_io vs spark.read.json)")
     parser.add_argument("--spark", action="store_true", help="with --quick, run Spark's figures too")
     parser.add_argument("--no-gazette", action="store_true", help="skip bench/gazette_peer.py (real Gazette brokers)")
+    parser.add_argument(
+        "--no-kafka", action="store_true", help="skip bench/kafka_peer.py (a Kafka broker, and Spark's Kafka source)"
+    )
     args = parser.parse_args()
     settings = runner.QUICK if args.quick else runner.FULL
     if args.runs is not None:
@@ -178,8 +192,13 @@ def main() -> None:
     spark_details: dict[str, Any] = {}
     suite = parts(args, settings, spark_details)
     figures, notes, status = run_parts(suite, settings, console)
-    peer_of = nats_peer.PEER_OF | gazette_peer.PEER_OF
-    rows = report.rows_of(figures, peer_of, notes, [*nats_peer.peer_figures(), *gazette_peer.peer_figures()])
+    kafka_peer.fill_ours(figures)
+    kafka_spark_note = (spark_details.get("kafka") or {}).get("note")
+    if kafka_spark_note:  # the Spark part ran without its Kafka reader
+        notes |= {k: kafka_spark_note for k in kafka_peer.PEER_OF.values() if k.startswith("spark_") and k in figures}
+    peer_of = nats_peer.PEER_OF | gazette_peer.PEER_OF | kafka_peer.PEER_OF
+    peers = [*nats_peer.peer_figures(), *gazette_peer.peer_figures(), *kafka_peer.peer_figures()]
+    rows = report.rows_of(figures, peer_of, notes, peers)
     env = report.environment(_versions())
     env["machine"]["load_average_at_start"] = list(load_at_start)
     settings_json: dict[str, Any] = {"name": settings.name, "runs": settings.runs}

@@ -130,6 +130,7 @@ WORKER_MODULES = (
     "numpy",
     "gazette",
     "fragments_io.decode",
+    "fragments_io.decide",
     "fragments_io.committed",
     "fragments_io.discovery",
     "fragments_io.planning",
@@ -249,12 +250,27 @@ def _options(options: dict[str, Any]) -> dict[str, str]:
     return out
 
 
-def read_committed(spark: SparkSession, schema: Any = None, **options: Any) -> DataFrame:
-    """The committed messages of the selected journals, decided in parallel within each journal.
+# read_committed's fragment-parallel plan decodes every byte twice (once for the decision's metadata)
+# and joins: measured at about FRAGMENT_PLAN_COST times the CPU of the in-source committed read.
+FRAGMENT_PLAN_COST = 2.5
+DECISION_INPUT_DDL = "journal STRING, begin BIGINT, producer STRING, clock BIGINT, flags INT"
 
-    A fragment-parallel `uncommitted` scan of metadata; each (journal, producer)'s rows run through
-    the Sequencer under groupBy().applyInPandas; a semi-join on (journal, begin) with a second,
-    full scan keeps the committed rows. Same options and columns as `spark.read.format("gazette")` with isolation=committed;
+
+def read_committed(
+    spark: SparkSession, schema: Any = None, by_fragment: bool | None = None, **options: Any
+) -> DataFrame:
+    """The committed messages of the selected journals, decided in parallel within each journal
+    when that pays.
+
+    Two plans give the same rows. By journal: the source's own committed read (each journal decoded
+    and decided whole in one task, journals in parallel). By fragment: a fragment-parallel,
+    metadata-only `uncommitted` scan whose rows are decided per (journal, producer) under
+    groupBy().applyInPandas (fragments_io.decide, in bulk), and a semi-join on (journal, begin) with
+    a second, full scan keeps the committed rows. `by_fragment` None (the default) picks by the
+    journals' sizes: by fragment only when whole journals would leave the cores idle long enough to
+    repay decoding twice (FRAGMENT_PLAN_COST), as with fewer large journals than cores.
+
+    Same options and columns as `spark.read.format("gazette")` with isolation=committed;
     beginOffset/endOffset and startingOffsets/endingOffsets apply to rows after the decision. Mod-time
     bounds are not supported here.
     """
@@ -268,28 +284,27 @@ def read_committed(spark: SparkSession, schema: Any = None, **options: Any) -> D
     for bad in ("isolation", "isolation.level", "beginmodtime", "endmodtime"):
         if bad in lowered:
             raise OptionError(f"read_committed does not take option {lowered[bad]} (it reads isolation=committed)")
-    check_batch(parse_options(opts))
-    bounds = {b: int(opts.pop(lowered[b])) for b in _BOUND_OPTIONS if b in lowered}
+    parsed = parse_options(opts)
+    check_batch(parsed)
     register(spark)
+    if by_fragment is None:
+        by_fragment = _fragment_plan_pays(spark, parsed)
+    if not by_fragment:
+        reader = spark.read.format("gazette").options(**opts).option("isolation", "committed")
+        return (reader.schema(schema) if schema is not None else reader).load()
+    bounds = {b: int(opts.pop(lowered[b])) for b in _BOUND_OPTIONS if b in lowered}
     reader = spark.read.format("gazette").options(**opts).option("isolation", "uncommitted")
     if schema is not None:
         reader = reader.schema(schema)
     scan = reader.load()
-    # The decisions read their own, metadata-only scan: a second load() is a separate relation, so
-    # row bounds pushed into `scan` (after the semi-join) can never reach the commit decision.
+    # The decisions read their own, metadata-only scan (no message fields, no values: a schema of
+    # just those columns): a second load() is a separate relation, so row bounds pushed into
+    # `scan` (after the semi-join) can never reach the commit decision.
     unbounded = ("schema", "inferschema", "startingoffsets", "endingoffsets")
     meta_opts = {k: v for k, v in opts.items() if k.lower() not in unbounded}
-    meta = (
-        spark.read.format("gazette")
-        .options(**meta_opts)
-        .option("isolation", "uncommitted")
-        .option("inferSchema", "false")
-        .load()
-    )
+    meta = spark.read.format("gazette").options(**meta_opts).option("isolation", "uncommitted")
     decisions = (
-        meta.select("journal", "begin", "end", "producer", "clock", "flags")
-        .groupBy("journal", "producer")
-        .applyInPandas(decide_group, DECISION_SCHEMA)
+        meta.schema(DECISION_INPUT_DDL).load().groupBy("journal", "producer").applyInPandas(decide_group, DECISION_SCHEMA)
     )
     out = scan.join(decisions, on=["journal", "begin"], how="left_semi")
     if "beginoffset" in bounds:
@@ -297,6 +312,26 @@ def read_committed(spark: SparkSession, schema: Any = None, **options: Any) -> D
     if "endoffset" in bounds:
         out = out.where(F.col("begin") < bounds["endoffset"])
     return out
+
+
+def _fragment_plan_pays(spark: SparkSession, opts: Any) -> bool:
+    """Whether read_committed's fragment-parallel plan should beat whole journals per task: the
+    largest partition of the journal plan takes longer than the fragment plan's work spread
+    evenly over the cores."""
+    from fragments_io.discovery import discover
+    from fragments_io.planning import RowBounds, plan_partitions
+
+    try:
+        cores = int(spark.sparkContext.defaultParallelism)
+    except Exception:  # Spark Connect: no SparkContext
+        cores = os.cpu_count() or 1
+    cores = opts.min_partitions or cores
+    journals = discover(opts).journals
+    parts = plan_partitions(journals, "committed", RowBounds(), opts.max_partition_bytes, cores)
+    sizes = [sum(t.size for t in part) for part in parts]
+    # The journal plan takes about max(largest partition, total / cores); the fragment plan about
+    # FRAGMENT_PLAN_COST * total / cores.
+    return max(sizes) * cores > FRAGMENT_PLAN_COST * sum(sizes)
 
 
 def _sql_literal(value: str) -> str:

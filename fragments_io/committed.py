@@ -1,9 +1,11 @@
-"""The commit decision: which rows ReadCommitted would deliver, decided by the real Sequencer.
+"""The commit decision message by message: which rows ReadCommitted would deliver, by the real Sequencer.
 
 CommitTracker feeds one journal's (or one producer's) metadata rows, in offset order, to a
 Sequencer and records the row ids it dequeues (ACKs excluded). Replays are served from the rows
-retained since the oldest open transaction, so no fragment is read twice. It backs both shapes:
-whole journals inside the data source, and `decide_group` under groupBy(journal, producer).
+retained since the oldest open transaction, so no fragment is read twice. The data source decides
+with fragments_io.decide.Decider (the same decision, a table at a time in numpy); CommitTracker and
+`committed_reference` are what it is tested against. `decide_group` is read_committed's decision
+under groupBy(journal, producer), by a Decider.
 """
 
 from __future__ import annotations
@@ -161,24 +163,26 @@ class CommitTracker:
 
 
 def decide_group(pdf: pd.DataFrame) -> pd.DataFrame:
-    """applyInPandas over groupBy(journal, producer): the (journal, begin) of committed rows."""
+    """applyInPandas over groupBy(journal, producer): the (journal, begin) of committed rows,
+    decided in bulk by a Decider (what a Sequencer over the group's rows delivers)."""
+    from fragments_io.decide import Decider
+
     if pdf.empty:
         return pd.DataFrame({"journal": pd.Series([], dtype=object), "begin": pd.Series([], dtype="int64")})
     pdf = pdf.sort_values("begin", kind="stable")
     journal = str(pdf["journal"].iloc[0])
-    tracker = CommitTracker(journal)
-    producers = [p if isinstance(p, str) else None for p in pdf["producer"].tolist()]  # NaN: no UUID
-    tracker.add(
+    decider = Decider(journal)
+    begins = pdf["begin"].to_numpy(np.int64)
+    decider.add(
         0,
-        pdf["begin"].tolist(),
-        pdf["end"].tolist(),
-        producers,
-        pdf["clock"].tolist(),
-        pdf["flags"].tolist(),
+        begins,
+        None,
+        pa.Array.from_pandas(pdf["producer"].astype(object), type=pa.string()),  # NaN: no UUID
+        pdf["clock"].to_numpy(np.int64),
+        pdf["flags"].to_numpy(np.int32),
     )
-    begins = pdf["begin"].to_numpy()
-    keep = np.asarray(sorted(tracker.committed), dtype=np.int64)
-    return pd.DataFrame({"journal": journal, "begin": begins[keep] if len(keep) else np.zeros(0, np.int64)})
+    keep = decider.take_committed(0, len(begins))
+    return pd.DataFrame({"journal": journal, "begin": begins[keep]})
 
 
 def committed_reference(envelopes: Iterable[Envelope]) -> Iterator[Envelope]:

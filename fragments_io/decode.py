@@ -4,12 +4,14 @@ JSON lines take a vectorised path: newline offsets with numpy, fields and the UU
 pyarrow.json given a schema, UUID fields split with numpy. Anything unusual (a blank or non-object
 line, an invalid UUID) falls back to gazette's own Decoder, which skips bad frames exactly as
 ReadUncommitted does (or fails, when the framing was only guessed). CSV and fixed frames always take
-the Decoder path. Internal tables hold begin, end, uuid, producer, clock, flags, value, then fields.
+the Decoder path. Internal tables hold begin, end, uuid, producer, clock, flags, value, then fields
+(uuid, producer and value only when the reader asks for them).
 """
 
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import io
 import logging
 import re
@@ -23,7 +25,7 @@ import pyarrow.json as pj
 from fragments_io.errors import CorruptObjectError, FramingMismatchError, SchemaMismatchError
 from gazette.fragment.content import CorruptFragmentError, open_fragment
 from gazette.fragment.fragment import Fragment
-from gazette.fragment.stores import StoreError
+from gazette.fragment.stores import StoreError, get_store
 from gazette.message.envelope import Envelope
 from gazette.message.framing import (
     CSV_CONTENT_TYPE,
@@ -35,6 +37,7 @@ from gazette.message.framing import (
 )
 from gazette.message.framing.json_lines import parse_json_pointer
 from gazette.message.uuid import GREGORIAN_OFFSET_100NS
+from gazette.protocol.codec import Codec
 
 log = logging.getLogger(__name__)
 
@@ -61,6 +64,8 @@ def object_name(f: Fragment) -> str:
 def read_content(f: Fragment, ignore_corrupt: bool) -> bytes | None:
     """The verified, decompressed content of `f`; None (logged) if corrupt and `ignore_corrupt`."""
     try:
+        if f.codec == Codec.NONE and f.backing_store and f.begin < f.end:
+            return _read_plain(f)
         return b"".join(open_fragment(f))
     except (CorruptFragmentError, StoreError) as e:
         if ignore_corrupt:
@@ -70,6 +75,25 @@ def read_content(f: Fragment, ignore_corrupt: bool) -> bytes | None:
             f"fragment object {object_name(f)} of journal {f.journal} is corrupt: {e} "
             "(set option ignoreCorruptFragments=true to skip it)"
         ) from None
+
+
+def _read_plain(f: Fragment) -> bytes:
+    """open_fragment's content of an uncompressed fragment in one read (no chunks to join), with
+    its checks: the length, then the SHA1."""
+    where = f"object {f.content_path} in store {f.backing_store}"
+    stream = get_store(f.backing_store).open(f.content_path)
+    try:
+        data = stream.read(f.length + 1)
+    finally:
+        stream.close()
+    if len(data) > f.length:
+        raise CorruptFragmentError(f"{where} decodes to more than end - begin = {f.length} bytes (at least {len(data)})")
+    if len(data) != f.length:
+        raise CorruptFragmentError(f"{where} decodes to {len(data)} bytes (expected end - begin = {f.length})")
+    got = hashlib.sha1(data).digest()
+    if got != f.sum:
+        raise CorruptFragmentError(f"{where} has SHA1 {got.hex()} (expected {f.sum.hex()})")
+    return data
 
 
 def with_pointer(schema: pa.Schema | None, tokens: tuple[str, ...]) -> pa.Schema:
@@ -143,7 +167,7 @@ def split_uuids(arr: pa.Array) -> SplitUUIDs | None:
     lengths = np.diff(offsets)
     present = lengths > 0
     if arr.null_count:
-        present &= np.asarray(arr.is_valid().to_numpy(zero_copy_only=False), dtype=bool)
+        present &= valid_mask(arr)
     clock = np.zeros(n, dtype=np.uint64)
     flags = np.zeros(n, dtype=np.int32)
     count = int(np.count_nonzero(present))
@@ -193,11 +217,57 @@ def _fixed_width_strings(text: np.ndarray, present: np.ndarray) -> pa.Array:
     return pa.StringArray.from_buffers(n, pa.py_buffer(offsets), data, validity, null_count)
 
 
+_NUMPY_OF = {pa.int64(): np.int64, pa.int32(): np.int32}
+
+
+def from_numpy(values: np.ndarray, type: pa.DataType) -> pa.Array:  # noqa: A002 (pyarrow's name)
+    """An Arrow array (int64, int32 or bool, no nulls) on `values`' memory: pa.array() imports pandas
+    on its first call, which costs a fresh Spark worker about 150 ms."""
+    if type == pa.bool_():
+        bits = np.packbits(np.asarray(values, bool), bitorder="little")
+        return pa.Array.from_buffers(type, len(values), [None, pa.py_buffer(bits)])
+    data = np.ascontiguousarray(values, dtype=_NUMPY_OF[type])
+    return pa.Array.from_buffers(type, len(data), [None, pa.py_buffer(data)])
+
+
+def valid_mask(arr: pa.Array) -> np.ndarray:
+    """Which values of `arr` are not null, from its validity bitmap (no pyarrow to_numpy: pandas)."""
+    n, offset = len(arr), arr.offset
+    validity = arr.buffers()[0]
+    if not arr.null_count or validity is None:
+        return np.ones(n, bool)
+    return np.unpackbits(np.frombuffer(validity, np.uint8), bitorder="little")[offset : offset + n].astype(bool)
+
+
+def to_numpy(column: pa.Array | pa.ChunkedArray, null: int = 0) -> np.ndarray:
+    """The values of an int64 or int32 column as numpy (`null` where null; a view when there are
+    none and one chunk), taken without pyarrow's to_numpy(), which imports pandas on first use."""
+    if isinstance(column, pa.ChunkedArray):
+        if column.num_chunks != 1:
+            parts = [to_numpy(c, null) for c in column.chunks]
+            return np.concatenate(parts) if parts else np.zeros(0, _NUMPY_OF.get(column.type, np.int64))
+        column = column.chunk(0)
+    dtype = _NUMPY_OF.get(column.type)
+    if dtype is None:
+        return column.to_numpy(zero_copy_only=False)
+    n, offset = len(column), column.offset
+    data = column.buffers()[1]
+    values = np.frombuffer(data, dtype, count=n, offset=offset * np.dtype(dtype).itemsize) if n else np.zeros(0, dtype)
+    if not column.null_count:
+        return values
+    return np.where(valid_mask(column), values, np.asarray(null, dtype))
+
+
 def published_at_us(clock: np.ndarray) -> pa.Array:
     """Microseconds since the epoch of each clock's timestamp; null where clock is 0."""
     c = clock.astype(np.uint64)
     ticks = (c >> np.uint64(4)).astype(np.int64) - np.int64(GREGORIAN_OFFSET_100NS)
-    return pa.array(ticks // 10, type=pa.int64(), mask=(c == 0))
+    absent = c == 0
+    micros = from_numpy(ticks // 10, pa.int64())
+    if not absent.any():
+        return micros
+    validity = pa.py_buffer(np.packbits(~absent, bitorder="little"))
+    return pa.Array.from_buffers(pa.int64(), len(c), [validity, micros.buffers()[1]], int(absent.sum()))
 
 
 def _lines(data: bytes) -> tuple[np.ndarray, np.ndarray]:
@@ -234,8 +304,12 @@ class JournalDecoder:
         uuid_pointer: str,
         fields: pa.Schema | None,
         strict: bool,
+        columns: frozenset[str] | None = None,
     ) -> None:
         self.journal = journal
+        # Metadata columns to build (None: all); begin, end, clock and flags always are. uuid,
+        # producer and value are the costly ones.
+        self.columns = None if columns is None else frozenset(columns) | {"begin", "end", "clock", "flags"}
         self.framing = framing
         self.isolation = isolation
         self.fields = fields if fields is not None and len(fields) else None
@@ -439,12 +513,14 @@ class JournalDecoder:
         """The internal table. UUIDs come either as `uuids` (strings, the Decoder path) or as
         `uuid_text`, split_uuids' lower-case byte matrix of the present ones (the fast path)."""
         n = len(begins)
-        if values is None:
+        wanted = self.columns
+        want_value = wanted is None or "value" in wanted
+        if values is None and want_value:
             if lines is not None and n:
                 values = _text_values(data, *lines)
             else:
-                values = pa.array([], pa.binary() if self.framing == "fixed" else pa.string())
-        cols: dict[str, pa.Array] = {"begin": pa.array(begins, pa.int64()), "end": pa.array(ends, pa.int64())}
+                values = pa.nulls(0, pa.binary() if self.framing == "fixed" else pa.string())
+        cols: dict[str, pa.Array] = {"begin": from_numpy(begins, pa.int64()), "end": from_numpy(ends, pa.int64())}
         if self.isolation != "raw":
             if clock is None:
                 clock = np.zeros(n, np.uint64)
@@ -453,7 +529,9 @@ class JournalDecoder:
             assert present is not None and flags is not None
             if np.any(clock >= np.uint64(CLOCK_LIMIT)):
                 raise SchemaMismatchError(f"journal {self.journal} ({self._where}) has a UUID clock >= 2^63")
-            if uuid_text is not None and len(uuid_text):
+            if wanted is not None and "uuid" not in wanted and "producer" not in wanted:
+                pass
+            elif uuid_text is not None and len(uuid_text):
                 cols["uuid"] = _fixed_width_strings(uuid_text, present)
                 cols["producer"] = _fixed_width_strings(uuid_text[:, PRODUCER_CHARS], present)
             elif uuids is None or not present.any():
@@ -464,13 +542,14 @@ class JournalDecoder:
                 lowered = pc.utf8_lower(uuids.cast(pa.string()))
                 cols["uuid"] = pc.if_else(pa.array(absent), pa.scalar(None, pa.string()), lowered)
                 cols["producer"] = pc.utf8_slice_codeunits(cols["uuid"], 24, 36)
-            cols["clock"] = pa.array(clock.astype(np.int64), pa.int64())
-            cols["flags"] = pa.array(flags, pa.int32())
-        cols["value"] = values
-        table = pa.table(cols)
+            cols["clock"] = from_numpy(clock.astype(np.int64), pa.int64())
+            cols["flags"] = from_numpy(flags, pa.int32())
+        if want_value:
+            cols["value"] = values
+        table = pa.Table.from_arrays(list(cols.values()), names=list(cols))  # pa.table() imports pandas
         if self.fields is not None and self.isolation != "raw":
             if fields is None or fields.num_rows != n:
-                fields = pa.table({f.name: pa.nulls(n, f.type) for f in self.fields})
+                fields = pa.Table.from_arrays([pa.nulls(n, f.type) for f in self.fields], schema=self.fields)
             for f in self.fields:
                 table = table.append_column(f.name, fields.column(f.name))
         return table

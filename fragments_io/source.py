@@ -14,7 +14,7 @@ import dataclasses
 import datetime as dt
 import os
 from collections.abc import Iterable, Iterator, Sequence
-from typing import Any
+from typing import Any, Protocol
 
 import numpy as np
 import pyarrow as pa
@@ -44,8 +44,15 @@ from pyspark.sql.types import (
     TimestampType,
 )
 
-from fragments_io.committed import CommitTracker
-from fragments_io.decode import JournalDecoder, infer_fields, iter_contents, published_at_us
+from fragments_io.decide import Decider
+from fragments_io.decode import (
+    JournalDecoder,
+    from_numpy,
+    infer_fields,
+    iter_contents,
+    published_at_us,
+    to_numpy,
+)
 from fragments_io.discovery import discover
 from fragments_io.errors import SchemaMismatchError, data_loss
 from fragments_io.options import ReadOptions, check_batch, parse_options
@@ -187,6 +194,11 @@ class GazetteReader(DataSourceReader):
         field_struct = StructType([f for f in schema.fields if f.name not in meta])
         self.fields_arrow = to_arrow_schema(field_struct, timezone="UTC") if field_struct.fields else None
         self.target = to_arrow_schema(schema, timezone="UTC")
+        # The costly metadata columns are built only when the schema or the commit decision needs them.
+        wanted = {name for name in ("uuid", "producer", "value") if name in self.target.names}
+        if opts.isolation == "committed":
+            wanted.add("producer")
+        self.columns = frozenset(wanted)
 
     # -- planning (driver) -----------------------------------------------------------------------
 
@@ -257,8 +269,8 @@ class GazetteReader(DataSourceReader):
         produced = False
         for task in partition.tasks:
             tables = self._committed(task) if self.opts.isolation == "committed" else self._uncommitted(task)
-            for table, mod_time in tables:
-                out = self._shape(table, task.journal, mod_time)
+            for table, mod_time, keep in tables:
+                out = self._shape(table, task.journal, mod_time, keep)
                 if out.num_rows:
                     produced = True
                     yield from out.to_batches()
@@ -277,64 +289,71 @@ class GazetteReader(DataSourceReader):
             self.opts.uuid_pointer,
             self.fields_arrow,
             strict=self.opts.store is not None and self.opts.framing is None,
+            columns=self.columns,
         )
 
-    def _uncommitted(self, task: Task) -> Iterator[tuple[pa.Table, int]]:
+    def _tables(self, task: Task) -> Iterator[tuple[pa.Table, int]]:
         dec = self._decoder(task)
         for f, content in iter_contents(task.fragments, self.opts.ignore_corrupt_fragments):
             yield dec.feed(f, content), f.mod_time
         yield dec.finish(), 0
 
-    def _committed(self, task: Task) -> Iterator[tuple[pa.Table, int]]:
-        dec = self._decoder(task)
+    def _uncommitted(self, task: Task) -> Iterator[tuple[pa.Table, int, np.ndarray | None]]:
+        for table, mod_time in self._tables(task):
+            yield table, mod_time, None
 
-        def tables() -> Iterator[tuple[pa.Table, int]]:
-            for f, content in iter_contents(task.fragments, self.opts.ignore_corrupt_fragments):
-                yield dec.feed(f, content), f.mod_time
-            yield dec.finish(), 0
+    def _committed(self, task: Task) -> Iterator[tuple[pa.Table, int, np.ndarray | None]]:
+        return commit_masks(Decider(task.journal), self._tables(task))
 
-        yield from commit_filter(CommitTracker(task.journal), tables())
-
-    def _shape(self, table: pa.Table, journal: str, mod_time: int) -> pa.Table:
-        """Row bounds applied, then the columns of the Spark schema, in order, cast exactly."""
+    def _shape(self, table: pa.Table, journal: str, mod_time: int, keep: np.ndarray | None = None) -> pa.Table:
+        """The rows of `keep` (a mask, None: all) within the row bounds, as the columns of the Spark
+        schema, in order, cast exactly; only the schema's columns are filtered."""
         b = self.bounds
         n = table.num_rows
         if n and (b.mod_time_lo is not None or b.mod_time_hi is not None):
             if (b.mod_time_lo is not None and mod_time < b.mod_time_lo) or (
                 b.mod_time_hi is not None and mod_time >= b.mod_time_hi
             ):
-                table = table.slice(0, 0)
+                keep = np.zeros(n, bool)
         published = None
-        if self.opts.isolation != "raw":
-            published = published_at_us(table.column("clock").to_numpy().astype(np.uint64))
-        mask = None
-        begins = table.column("begin")
-        for bound, op in zip(b.begin_range(journal), (pc.greater_equal, pc.less), strict=True):
-            if bound is not None:
-                m = op(begins, bound)
-                mask = m if mask is None else pc.and_(mask, m)
-        if published is not None:
+        published_bounds = b.published_lo_us is not None or b.published_hi_us is not None
+        if self.opts.isolation != "raw" and (published_bounds or "published_at" in self.target.names):
+            published = published_at_us(to_numpy(table.column("clock")).astype(np.uint64))
+        mask = keep
+        lo, hi = b.begin_range(journal)
+        if (lo is not None or hi is not None) and n:
+            begins = to_numpy(table.column("begin"))
+            m = np.ones(n, bool)
+            if lo is not None:
+                m &= begins >= lo
+            if hi is not None:
+                m &= begins < hi
+            mask = m if mask is None else mask & m
+        if published is not None and published_bounds:
             for bound, op in ((b.published_lo_us, pc.greater_equal), (b.published_hi_us, pc.less)):
                 if bound is not None:
-                    m = pc.fill_null(op(published, bound), False)
-                    mask = m if mask is None else pc.and_(mask, m)
-        if mask is not None:
-            table = table.filter(mask)
-            if published is not None:
-                published = published.filter(mask.combine_chunks() if hasattr(mask, "combine_chunks") else mask)
-        n = table.num_rows
+                    m = pc.fill_null(op(published, bound), False).to_numpy(zero_copy_only=False)
+                    mask = m if mask is None else mask & m
+        if mask is not None and mask.all():
+            mask = None
+        rows = n if mask is None else int(np.count_nonzero(mask))
+        arrow_mask = None if mask is None else from_numpy(mask, pa.bool_())
         cols = []
         for field in self.target:
             name = field.name
             if name == "journal":
-                col: Any = pa.repeat(pa.scalar(journal, pa.string()), n)
+                col: Any = _repeated(journal, rows)
             elif name == "published_at":
                 assert published is not None
                 col = published.cast(pa.timestamp("us", tz="UTC"))
+                if arrow_mask is not None:
+                    col = col.filter(arrow_mask)
             elif name in table.column_names:
                 col = table.column(name)
+                if arrow_mask is not None:
+                    col = col.filter(arrow_mask)
             else:
-                col = pa.nulls(n, field.type)
+                col = pa.nulls(rows, field.type)
             if col.type != field.type:
                 try:
                     col = col.cast(field.type)
@@ -346,32 +365,55 @@ class GazetteReader(DataSourceReader):
         return pa.Table.from_arrays(cols, schema=self.target)
 
 
-def commit_filter(
-    tracker: CommitTracker, tables: Iterable[tuple[pa.Table, int]]
-) -> Iterator[tuple[pa.Table, int]]:
+class Tracker(Protocol):
+    """What commit_masks needs of a commit decision: Decider, or CommitTracker (the Sequencer)."""
+
+    def add(self, first_id: int, begins: Any, ends: Any, producers: Any, clocks: Any, flags: Any) -> None: ...
+    def open_horizon(self) -> int | None: ...
+    def take_committed(self, first_id: int, count: int) -> np.ndarray: ...
+
+
+def _repeated(value: str, n: int) -> pa.Array:
+    """A string column of `value` n times (pa.repeat's scalar imports pandas on first use)."""
+    raw = value.encode()
+    offsets = np.arange(n + 1, dtype=np.int64) * len(raw)
+    if offsets[-1] >= 1 << 31:
+        return pa.repeat(pa.scalar(value, pa.string()), n)
+    return pa.StringArray.from_buffers(n, pa.py_buffer(offsets.astype(np.int32)), pa.py_buffer(raw * n))
+
+
+def commit_filter(tracker: Tracker, tables: Iterable[tuple[pa.Table, int]]) -> Iterator[tuple[pa.Table, int]]:
     """The committed rows of `tables` (one journal's, in offset order, each with its mod_time),
     decided by `tracker`. A table is held until no transaction open before its end remains."""
+    for table, mod_time, mask in commit_masks(tracker, tables):
+        yield table.filter(from_numpy(mask, pa.bool_())), mod_time
+
+
+def commit_masks(
+    tracker: Tracker, tables: Iterable[tuple[pa.Table, int]]
+) -> Iterator[tuple[pa.Table, int, np.ndarray]]:
+    """As commit_filter, each table whole with the mask of its committed rows."""
     held: list[tuple[pa.Table, int, int, int]] = []  # (table, first row id, last end, mod_time)
     next_id = 0
 
-    def release(horizon: int | None) -> Iterator[tuple[pa.Table, int]]:
+    def release(horizon: int | None) -> Iterator[tuple[pa.Table, int, np.ndarray]]:
         while held and (horizon is None or held[0][2] <= horizon):
             table, first, _, mod_time = held.pop(0)
-            mask = tracker.take_committed(first, table.num_rows)
-            yield table.filter(pa.array(mask)), mod_time
+            yield table, mod_time, tracker.take_committed(first, table.num_rows)
 
     for table, mod_time in tables:
         n = table.num_rows
         if n:
+            ends = to_numpy(table.column("end"))
             tracker.add(
                 next_id,
-                table.column("begin").to_numpy(),
-                table.column("end").to_numpy(),
+                to_numpy(table.column("begin")),
+                ends,
                 table.column("producer"),
-                table.column("clock").to_numpy(),
-                table.column("flags").to_numpy(),
+                to_numpy(table.column("clock")),
+                to_numpy(table.column("flags")),
             )
-            held.append((table, next_id, int(table.column("end")[n - 1].as_py()), mod_time))
+            held.append((table, next_id, int(ends[-1]), mod_time))
             next_id += n
         yield from release(tracker.open_horizon())
     yield from release(None)

@@ -1,8 +1,9 @@
 """The `gazette` streaming source: each micro-batch returns the messages committed (or, uncommitted,
 persisted) since the last one, exactly once. An offset is a consumer Checkpoint's dict form.
 
-latestOffset runs the Sequencer over the new bytes' metadata on the driver (within the read limit)
-to compute the next checkpoint; read() reruns it from the start checkpoint over exactly those bytes,
+latestOffset runs the commit decision (fragments_io.decide: the Sequencer's, a table at a time) over
+the new bytes' metadata on the driver (within the read limit) to compute the next checkpoint; read()
+reruns it from the start checkpoint over exactly those bytes,
 replaying transactions begun earlier from the bytes before the start. Gaps wait to be persisted;
 a next offset that retention pruned (before the journal's first fragment) fails the query, or with
 failOnDataLoss=false is skipped with a warning. Spark's Kafka options startingOffsets and
@@ -30,7 +31,7 @@ from pyspark.sql.streaming.datasource import (
 )
 from pyspark.sql.types import StructType
 
-from fragments_io.committed import CommitTracker
+from fragments_io.decide import Decider
 from fragments_io.decode import JournalDecoder, read_content
 from fragments_io.discovery import JournalSource, discover
 from fragments_io.errors import DataLossError, FragmentsIOError, OptionError, data_loss
@@ -40,16 +41,11 @@ from fragments_io.source import GazetteReader, commit_filter
 from gazette.fragment.fragment import Fragment
 from gazette.message.checkpoint import Checkpoint, ProducerState
 from gazette.message.envelope import Envelope
-from gazette.message.sequencer import QueueOutcome, Sequencer
 from gazette.protocol.errors import ValidationError
 
 log = logging.getLogger(__name__)
 
 HISTORY_ID_BASE = 1 << 48  # row ids of rows before a batch's start (replays), apart from the batch's own
-_REPLAY = QueueOutcome.ACK_COMMIT_REPLAY
-_COMMITS = frozenset(
-    {QueueOutcome.OUTSIDE_COMMIT, QueueOutcome.ACK_EMPTY, QueueOutcome.ACK_COMMIT_RING, _REPLAY}
-)
 
 
 # -- offsets ---------------------------------------------------------------------------------------
@@ -142,26 +138,6 @@ def fair_shares(pending: dict[str, int], budget: int) -> dict[str, int]:
         shares[journal] = give
         left -= give
     return shares
-
-
-def _queue_all(seq: Sequencer, journal: str, table: pa.Table, count: int, pids: dict[str, bytes]) -> None:
-    """Queues the first `count` rows of `table` and dequeues every commit. Replays get no envelopes:
-    what a replay delivers never changes the producer states the next checkpoint holds."""
-    begins = table.column("begin").to_numpy()[:count]
-    ends = table.column("end").to_numpy()[:count]
-    producers = table.column("producer").to_pylist()[:count]
-    clocks = table.column("clock").to_numpy()[:count]
-    flags = table.column("flags").to_numpy()[:count]
-    for begin, end, producer, clock, flag in zip(begins, ends, producers, clocks, flags, strict=True):
-        pid = b""
-        if producer:
-            pid = pids.get(producer) or pids.setdefault(producer, bytes.fromhex(producer))
-        outcome = seq.queue(Envelope(journal, int(begin), int(end), None, None, pid, int(clock), int(flag)))
-        if outcome in _COMMITS:
-            if outcome is _REPLAY:
-                seq.start_replay(())
-            while seq.step() is not None:
-                pass
 
 
 # -- partitions ------------------------------------------------------------------------------------
@@ -307,6 +283,7 @@ class GazetteStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             self.opts.uuid_pointer,
             None,
             strict=self.opts.store is not None and self.opts.framing is None,
+            columns=frozenset({"producer"}),
         )
 
     @staticmethod
@@ -404,10 +381,9 @@ class GazetteStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         max_rows: int | None,
     ) -> _Advance:
         """Decodes `j` from `lo` (metadata only) through whole messages within the limits, feeding
-        the committed reads' Sequencer; its new read-through offset and producer states."""
+        the committed reads' commit decision; its new read-through offset and producer states."""
         dec = self._metadata_decoder(j)
-        seq = Sequencer({j.name: lo}, states) if self.committed else None
-        pids: dict[str, bytes] = {}
+        decider = Decider(j.name, checkpoint=Checkpoint({j.name: lo}, states), collect=False) if self.committed else None
         offset, rows = lo, 0
         stop_at = None if max_bytes is None else lo + max_bytes
         for piece, content in piece_contents(pieces, self.opts.ignore_corrupt_fragments):
@@ -421,16 +397,23 @@ class GazetteStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
                 take = int(np.searchsorted(ends, stop_at, side="right"))
             if max_rows is not None:
                 take = min(take, max_rows - rows)
-            if seq is not None and take:
-                _queue_all(seq, j.name, table, take, pids)
+            if decider is not None and take:
+                decider.add(
+                    rows,
+                    table.column("begin").to_numpy()[:take],
+                    None,
+                    table.column("producer").slice(0, take),
+                    table.column("clock").to_numpy()[:take],
+                    table.column("flags").to_numpy()[:take],
+                )
             if take:
                 offset = int(ends[take - 1])
                 rows += take
             if take < n:
                 break
-        if seq is None:
+        if decider is None:
             return _Advance(offset, [], rows)
-        return _Advance(offset, list(seq.checkpoint().producers), rows)
+        return _Advance(offset, decider.states(), rows)
 
     def partitions(self, start: dict[str, Any], end: dict[str, Any]) -> list[StreamPartition]:
         """The tasks of the batch (start, end]: deterministic for the same offsets, since offsets
@@ -511,9 +494,7 @@ class GazetteStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
 
     def _committed(self, task: StreamTask) -> Iterator[pa.Table]:
         history = _History(self, task)
-        tracker = CommitTracker(
-            task.journal, checkpoint=Checkpoint({task.journal: task.begin}, list(task.states)), history=history
-        )
+        tracker = Decider(task.journal, checkpoint=Checkpoint({task.journal: task.begin}, list(task.states)), history=history)
         dec = self.shaper.decoder_for(task.journal, task.framing)
         tables = ((t, 0) for t in self._tables(dec, task.pieces))
         for table, _ in commit_filter(tracker, tables):
@@ -521,7 +502,7 @@ class GazetteStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         # Messages before the start that a transaction committed in this batch (replays).
         for table, first in history.tables:
             yield table.filter(pa.array(tracker.take_committed(first, table.num_rows)))
-        final = tuple(tracker.sequencer.checkpoint().producers)
+        final = tuple(tracker.states())
         if final != task.end_states and not task.skipped:
             raise FragmentsIOError(
                 f"journal {task.journal}: the commit decision over offsets [{task.begin}, {task.end}) ended in "

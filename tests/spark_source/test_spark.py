@@ -12,6 +12,7 @@ from fio_journals import FRAMING, envelopes_of, persist_fragment, persist_journa
 
 import fragments_io
 from fragments_io.committed import committed_reference
+from fragments_io.options import parse_options
 from gazette.message.uuid import CLOCK_TICK, Flags, build_uuid, new_producer_id
 from gazette.protocol.codec import Codec
 
@@ -94,14 +95,21 @@ def test_read_committed_spans_partitions_within_a_journal(spark, file_journals):
     journal = "ex/other/c"
     opts = {"store": store, "journals": journal, "maxPartitionBytes": 3000}
     assert _load(spark, isolation="uncommitted", **opts).rdd.getNumPartitions() >= 3
-    df = fragments_io.read_committed(spark, **opts)
-    assert _by_journal(df.select("journal", "begin").collect()) == {journal: expected[journal][0]}
     # The in-source shape keeps the journal whole: one partition.
     assert _load(spark, **opts).rdd.getNumPartitions() == 1
-    bounded = fragments_io.read_committed(spark, beginOffset=1000, endOffset=5000, **opts)
-    assert sorted(r.begin for r in bounded.select("begin").collect()) == [
-        b for b in expected[journal][0] if 1000 <= b < 5000
-    ]
+    for by_fragment in (True, False, None):  # the fragment plan, the journal plan, and the pick
+        df = fragments_io.read_committed(spark, by_fragment=by_fragment, **opts)
+        assert _by_journal(df.select("journal", "begin").collect()) == {journal: expected[journal][0]}
+        bounded = fragments_io.read_committed(spark, beginOffset=1000, endOffset=5000, by_fragment=by_fragment, **opts)
+        assert sorted(r.begin for r in bounded.select("begin").collect()) == [
+            b for b in expected[journal][0] if 1000 <= b < 5000
+        ]
+        columns = fragments_io.read_committed(spark, "journal STRING, begin BIGINT, n BIGINT", by_fragment, **opts)
+        assert columns.columns == ["journal", "begin", "n"]
+        assert sorted(r.begin for r in columns.collect()) == expected[journal][0]
+    # One journal on two cores: decoding it twice does not pay, whole journals do.
+    assert not fragments_io._fragment_plan_pays(spark, parse_options({"store": store, "journals": journal}))
+    assert fragments_io._fragment_plan_pays(spark, parse_options({"store": store, "journals": journal, "minPartitions": "8"}))
 
 
 def test_sql_view_and_pushdown_prune(spark, file_journals):
