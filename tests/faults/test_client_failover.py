@@ -56,6 +56,9 @@ def test_a_read_proxied_to_a_killed_broker_is_retried_not_failed(make_cluster) -
         chunks = reader_client.read(journal, 0, block=True, timeout=WAIT_S)
         cluster.client().append(journal, b"before\n")
         assert next(chunks).content == b"before\n"
+        # Persisted, so the journal's next broker starts at its end (R=1: a killed broker's unpersisted
+        # content is gone, and the reader would wait at an offset the journal then never reaches).
+        assert cluster.client().flush(journal, timeout=WAIT_S) is not None
         cluster.kill_broker(serving)  # the journal moves to the other broker once the lease expires
         cluster.wait_for_routes([journal])
         # R=1: the new broker re-syncs at the persisted head, once every broker routes to it (a head
