@@ -18,7 +18,6 @@ import tempfile
 import time
 import uuid
 from collections.abc import Iterator
-from typing import Any
 
 import pytest
 
@@ -54,7 +53,10 @@ class PostgresServer:
         self.log_path = os.path.join(self.dir, "server.log")
         self.port = 0
         self.proc: subprocess.Popen[bytes] | None = None
-        self._as_user: dict[str, Any] = {}
+        # As root, the server runs as POSTGRES_OS_USER through setpriv (which execs it, keeping the pid),
+        # not subprocess's user=/group=: those make Python fork without vfork and run C code in the
+        # child of a process full of gRPC threads, which crashed once (a segfault in the child).
+        self._as_user: list[str] = []
         if os.geteuid() == 0:
             try:
                 pw = pwd.getpwnam(POSTGRES_OS_USER)
@@ -63,7 +65,10 @@ class PostgresServer:
                     f"running as root and there is no {POSTGRES_OS_USER!r} OS user to run PostgreSQL as"
                 )
             os.chown(self.dir, pw.pw_uid, pw.pw_gid)
-            self._as_user = {"user": pw.pw_uid, "group": pw.pw_gid, "extra_groups": []}
+            self._as_user = [
+                shutil.which("setpriv") or "setpriv", f"--reuid={pw.pw_uid}", f"--regid={pw.pw_gid}",
+                "--clear-groups", "--",
+            ]  # fmt: skip
 
     @property
     def admin_url(self) -> str:
@@ -77,7 +82,7 @@ class PostgresServer:
             os.path.join(self.bin_dir, "initdb"), "-D", self.data_dir, "--auth=trust",
             f"--username={POSTGRES_SUPERUSER}", "--encoding=UTF8", "--locale=C", "--no-sync",
         ]  # fmt: skip
-        done = subprocess.run(initdb, capture_output=True, cwd=self.dir, timeout=120, **self._as_user)
+        done = subprocess.run([*self._as_user, *initdb], capture_output=True, cwd=self.dir, timeout=120)
         if done.returncode != 0:
             raise RuntimeError(
                 f"initdb -D {self.data_dir} failed ({done.returncode}): {done.stderr.decode()[-2000:]}"
@@ -98,12 +103,11 @@ class PostgresServer:
         ]  # fmt: skip
         with open(self.log_path, "ab") as log:
             self.proc = subprocess.Popen(
-                command,
+                [*self._as_user, *command],
                 stdout=log,
                 stderr=subprocess.STDOUT,
                 cwd=self.dir,
                 start_new_session=True,
-                **self._as_user,
             )
         deadline = time.monotonic() + POSTGRES_START_TIMEOUT_S
         while True:
