@@ -9,9 +9,11 @@ parse as fragments are foreign and skipped. etcd mode reads JournalSpecs under `
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import dataclasses
 import logging
 from collections import defaultdict
+from typing import Any
 
 from fragments_io.errors import OptionError
 from fragments_io.options import FRAMING_OF_CONTENT_TYPE, ReadOptions
@@ -135,6 +137,17 @@ def framing_of_spec(spec: JournalSpec) -> str:
     return framing
 
 
+def _run_coroutine(coro: Any) -> Any:
+    """`asyncio.run(coro)`, also where an event loop already runs on this thread (a notebook's kernel):
+    then on a thread of its own, as asyncio.run refuses a running loop."""
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return asyncio.run(coro)
+    with concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="fragments-io-etcd") as pool:
+        return pool.submit(asyncio.run, coro).result()
+
+
 def etcd_specs(opts: ReadOptions) -> list[JournalSpec]:
     """JournalSpecs under `<etcdRoot>/items/` matching `journals` (name, prefix, or label selector)."""
     assert opts.etcd
@@ -149,7 +162,7 @@ def etcd_specs(opts: ReadOptions) -> list[JournalSpec]:
         except ValidationError as e:
             raise OptionError(f"option journals={sel!r} is not a label selector: {e}") from None
     prefix = f"{opts.etcd_root}/items/"
-    kvs = asyncio.run(_get_prefix(opts.etcd, prefix))
+    kvs = _run_coroutine(_get_prefix(opts.etcd, prefix))
     specs: list[JournalSpec] = []
     for key, raw in kvs:
         try:
