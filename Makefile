@@ -72,7 +72,8 @@ $(STREAMSUM_STAMP): $(STREAMSUM)/go.mod $(STREAMSUM)/go.sum $(STREAMSUM)/tools.g
 	fi
 
 # Delta Lake's jars (fragments_io/delta-jars.pom.xml) for the delta-spark tests and notebook 05 (make test, make lab), copied
-# from Maven Central into build/delta/jars once and reused while that pom is unchanged: sessions start
+# from Maven Central (through the local Maven repository, ~/.m2, shared by every clone) into build/delta/jars
+# once and reused while that pom is unchanged: sessions start
 # with them, no download at query time. Needs Maven (Debian's maven package is installed when missing,
 # as root, with apt-get); without it the delta-spark tests skip, saying so.
 DELTA_POM := fragments_io/delta-jars.pom.xml
@@ -89,7 +90,7 @@ $(DELTA_STAMP): $(DELTA_POM)
 	  rm -rf build/delta/jars; \
 	  for attempt in 1 2; do \
 	    mvn -q -B -Dstyle.color=never -f $(DELTA_POM) dependency:copy-dependencies -DincludeScope=runtime \
-	      -DoutputDirectory=$(CURDIR)/build/delta/jars -Dmaven.repo.local=$(CURDIR)/build/delta/m2 && touch $@ && break; \
+	      -DoutputDirectory=$(CURDIR)/build/delta/jars && touch $@ && break; \
 	    [ $$attempt = 2 ] && exit 1; echo "delta-jars: Maven failed, trying once more"; sleep 5; \
 	  done; \
 	fi
