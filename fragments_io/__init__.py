@@ -250,8 +250,9 @@ def _options(options: dict[str, Any]) -> dict[str, str]:
     return out
 
 
-# read_committed's fragment-parallel plan decodes every byte twice (once for the decision's metadata)
-# and joins: measured at about FRAGMENT_PLAN_COST times the CPU of the in-source committed read.
+# read_committed's fragment-parallel plan decodes every byte twice (once for the decision's metadata),
+# shuffles the metadata and joins: 2 to 4 times the CPU of the in-source committed read (bench.spark's
+# messages, one journal, both schema shapes), so it pays only with cores idle for longer than that.
 FRAGMENT_PLAN_COST = 2.5
 DECISION_INPUT_DDL = "journal STRING, begin BIGINT, producer STRING, clock BIGINT, flags INT"
 

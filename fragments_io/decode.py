@@ -258,16 +258,20 @@ def to_numpy(column: pa.Array | pa.ChunkedArray, null: int = 0) -> np.ndarray:
     return np.where(valid_mask(column), values, np.asarray(null, dtype))
 
 
+def published_us(clock: np.ndarray) -> np.ndarray:
+    """Microseconds since the epoch of each clock's timestamp (meaningless where clock is 0)."""
+    ticks = (clock.astype(np.uint64) >> np.uint64(4)).astype(np.int64) - np.int64(GREGORIAN_OFFSET_100NS)
+    return ticks // 10
+
+
 def published_at_us(clock: np.ndarray) -> pa.Array:
     """Microseconds since the epoch of each clock's timestamp; null where clock is 0."""
-    c = clock.astype(np.uint64)
-    ticks = (c >> np.uint64(4)).astype(np.int64) - np.int64(GREGORIAN_OFFSET_100NS)
-    absent = c == 0
-    micros = from_numpy(ticks // 10, pa.int64())
+    absent = clock == 0
+    micros = from_numpy(published_us(clock), pa.int64())
     if not absent.any():
         return micros
     validity = pa.py_buffer(np.packbits(~absent, bitorder="little"))
-    return pa.Array.from_buffers(pa.int64(), len(c), [validity, micros.buffers()[1]], int(absent.sum()))
+    return pa.Array.from_buffers(pa.int64(), len(clock), [validity, micros.buffers()[1]], int(absent.sum()))
 
 
 def _lines(data: bytes) -> tuple[np.ndarray, np.ndarray]:

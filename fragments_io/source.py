@@ -18,7 +18,6 @@ from typing import Any, Protocol
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.compute as pc
 from pyspark.sql.datasource import (
     DataSource,
     DataSourceReader,
@@ -51,6 +50,7 @@ from fragments_io.decode import (
     infer_fields,
     iter_contents,
     published_at_us,
+    published_us,
     to_numpy,
 )
 from fragments_io.discovery import discover
@@ -307,19 +307,15 @@ class GazetteReader(DataSourceReader):
 
     def _shape(self, table: pa.Table, journal: str, mod_time: int, keep: np.ndarray | None = None) -> pa.Table:
         """The rows of `keep` (a mask, None: all) within the row bounds, as the columns of the Spark
-        schema, in order, cast exactly; only the schema's columns are filtered."""
+        schema, in order, cast exactly; only the schema's columns are filtered, in one pass."""
         b = self.bounds
         n = table.num_rows
+        mask = keep
         if n and (b.mod_time_lo is not None or b.mod_time_hi is not None):
             if (b.mod_time_lo is not None and mod_time < b.mod_time_lo) or (
                 b.mod_time_hi is not None and mod_time >= b.mod_time_hi
             ):
-                keep = np.zeros(n, bool)
-        published = None
-        published_bounds = b.published_lo_us is not None or b.published_hi_us is not None
-        if self.opts.isolation != "raw" and (published_bounds or "published_at" in self.target.names):
-            published = published_at_us(to_numpy(table.column("clock")).astype(np.uint64))
-        mask = keep
+                mask = np.zeros(n, bool)
         lo, hi = b.begin_range(journal)
         if (lo is not None or hi is not None) and n:
             begins = to_numpy(table.column("begin"))
@@ -329,31 +325,32 @@ class GazetteReader(DataSourceReader):
             if hi is not None:
                 m &= begins < hi
             mask = m if mask is None else mask & m
-        if published is not None and published_bounds:
-            for bound, op in ((b.published_lo_us, pc.greater_equal), (b.published_hi_us, pc.less)):
-                if bound is not None:
-                    m = pc.fill_null(op(published, bound), False).to_numpy(zero_copy_only=False)
-                    mask = m if mask is None else mask & m
+        published = None
+        if self.opts.isolation != "raw" and (b.published_lo_us is not None or b.published_hi_us is not None):
+            clock = to_numpy(table.column("clock"))
+            micros = published_us(clock)
+            m = clock != 0  # no UUID, no publish time: outside every bound
+            if b.published_lo_us is not None:
+                m &= micros >= b.published_lo_us
+            if b.published_hi_us is not None:
+                m &= micros < b.published_hi_us
+            mask = m if mask is None else mask & m
         if mask is not None and mask.all():
             mask = None
-        rows = n if mask is None else int(np.count_nonzero(mask))
-        arrow_mask = None if mask is None else from_numpy(mask, pa.bool_())
+        if self.opts.isolation != "raw" and "published_at" in self.target.names:
+            published = published_at_us(to_numpy(table.column("clock")))
         cols = []
         for field in self.target:
             name = field.name
             if name == "journal":
-                col: Any = _repeated(journal, rows)
+                col: Any = _repeated(journal, n)
             elif name == "published_at":
                 assert published is not None
                 col = published.cast(pa.timestamp("us", tz="UTC"))
-                if arrow_mask is not None:
-                    col = col.filter(arrow_mask)
             elif name in table.column_names:
                 col = table.column(name)
-                if arrow_mask is not None:
-                    col = col.filter(arrow_mask)
             else:
-                col = pa.nulls(rows, field.type)
+                col = pa.nulls(n, field.type)
             if col.type != field.type:
                 try:
                     col = col.cast(field.type)
@@ -362,7 +359,8 @@ class GazetteReader(DataSourceReader):
                         f"journal {journal}: column {name!r} of type {col.type} does not cast to {field.type}: {e}"
                     ) from None
             cols.append(col)
-        return pa.Table.from_arrays(cols, schema=self.target)
+        out = pa.Table.from_arrays(cols, schema=self.target)
+        return out if mask is None else out.filter(from_numpy(mask, pa.bool_()))
 
 
 class Tracker(Protocol):

@@ -113,3 +113,20 @@ def test_to_numpy_and_from_numpy(chunks, wide, skip):
         assert from_numpy(to_numpy(column), t).to_pylist() == want
     mask = [v is None for v in want]
     assert from_numpy(__import__("numpy").array(mask, bool), pa.bool_()).to_pylist() == mask
+
+
+@pytest.mark.parametrize("isolation", ["uncommitted", "committed"])
+def test_publish_time_bounds_keep_rows_with_a_time_inside(tmp_path, isolation):
+    store = f"file://{tmp_path}/"
+    persist_journal(store, "ex/j", random_journal(9, 200, 3), frames_per_fragment=30)
+    fields = [StructField("begin", LongType()), StructField("published_at", TimestampType())]
+    _, whole = _read(store, isolation, fields)
+    micros = sorted(v for v in whole.column("published_at").cast(pa.int64()).to_pylist() if v is not None)
+    lo, hi = micros[len(micros) // 4], micros[3 * len(micros) // 4]
+    opts = {"store": store, "journals": "ex/", "isolation": isolation}
+    reader = GazetteDataSource(opts).reader(StructType(fields))
+    reader.bounds = reader.bounds.and_(published_lo_us=lo, published_hi_us=hi)
+    got = pa.Table.from_batches([b for p in reader.partitions() for b in reader.read(p)], schema=reader.target)
+    times = whole.column("published_at").cast(pa.int64()).to_pylist()
+    want = [b for b, t in zip(whole.column("begin").to_pylist(), times, strict=True) if t is not None and lo <= t < hi]
+    assert got.column("begin").to_pylist() == want and want
