@@ -8,11 +8,11 @@ Needs root (to mount a tmpfs); skipped otherwise, saying so.
 from __future__ import annotations
 
 import os
-import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+import tmpfs
 from waiting import wait_for
 
 from gazette.local.cluster import LocalCluster
@@ -21,7 +21,6 @@ from gazette.protocol.errors import GazetteError
 J = "examples/full-disk/part-000"
 CHUNK = 100_000
 SPOOL_TMPFS = "512k"  # room for five chunks
-MOUNT_TIMEOUT_S = 10.0
 WAIT_S = 60.0
 
 pytestmark = pytest.mark.skipif(
@@ -39,15 +38,8 @@ def spool_tmpfs(tmp_path: Path) -> Iterator[Path]:
     for suffix in ("broker-0", "broker-1"):
         (tmp_path / "data" / "spool" / suffix).mkdir(parents=True)
     full = tmp_path / "data" / "spool" / "broker-1"
-    subprocess.run(
-        ["mount", "-t", "tmpfs", "-o", f"size={SPOOL_TMPFS}", "tmpfs", str(full)],
-        check=True, capture_output=True, timeout=MOUNT_TIMEOUT_S,
-    )  # fmt: skip
-    try:
+    with tmpfs.mounted(full, SPOOL_TMPFS):
         yield full
-    finally:
-        # Lazily: an in-process broker's closed spool files are freed when collected.
-        subprocess.run(["umount", "-l", str(full)], capture_output=True, timeout=MOUNT_TIMEOUT_S)
 
 
 def _cluster(etcd, etcd_root, tmp_path: Path, brokers: int) -> LocalCluster:
@@ -132,11 +124,7 @@ def test_a_full_store_keeps_the_spool_and_flush_names_the_error(etcd, etcd_root,
     reads back from the spool, and once the store has room the persister's retry stores it whole."""
     store = tmp_path / "store"
     store.mkdir()
-    subprocess.run(
-        ["mount", "-t", "tmpfs", "-o", "size=64k", "tmpfs", str(store)],
-        check=True, capture_output=True, timeout=MOUNT_TIMEOUT_S,
-    )  # fmt: skip
-    try:
+    with tmpfs.mounted(store, "64k"):
         with LocalCluster(
             brokers=1, mode="inprocess", store=f"file://{store}/", etcd=etcd.endpoint, root=etcd_root,
             data_dir=str(tmp_path / "data"),
@@ -155,9 +143,7 @@ def test_a_full_store_keeps_the_spool_and_flush_names_the_error(etcd, etcd_root,
             partial = [p for p in store.rglob("*") if p.is_file() and ".test" not in p.relative_to(store).parts]
             assert partial == []  # the failed puts left nothing (the health check's probe aside)
 
-            subprocess.run(["mount", "-o", "remount,size=4m", str(store)], check=True, timeout=MOUNT_TIMEOUT_S)
+            tmpfs.resize(store, "4m")
             fragment = client.flush(J, timeout=WAIT_S)
             assert fragment is not None and (fragment.begin, fragment.end) == (0, len(data))
             assert (store / fragment.content_path).read_bytes() == data
-    finally:
-        subprocess.run(["umount", "-l", str(store)], capture_output=True, timeout=MOUNT_TIMEOUT_S)

@@ -8,18 +8,17 @@ Needs root (to mount a tmpfs); skipped otherwise, saying so.
 from __future__ import annotations
 
 import os
-import subprocess
 from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+import tmpfs
 from waiting import wait_for
 
 from gazette.consumer import ReplicaCode, ShardInfo
 from gazette.examples import wordcount
 
-MOUNT_TIMEOUT_S = 10.0
 WAIT_S = 90.0
 WORDS = [f"word-{i:05d}" for i in range(3000)] * 2  # distinct words: the counts table outgrows 96 KiB
 
@@ -32,14 +31,8 @@ pytestmark = pytest.mark.skipif(
 def db_dir(tmp_path: Path) -> Iterator[Path]:
     path = tmp_path / "db"
     path.mkdir()
-    subprocess.run(
-        ["mount", "-t", "tmpfs", "-o", "size=96k", "tmpfs", str(path)],
-        check=True, capture_output=True, timeout=MOUNT_TIMEOUT_S,
-    )  # fmt: skip
-    try:
+    with tmpfs.mounted(path, "96k"):
         yield path
-    finally:
-        subprocess.run(["umount", "-l", str(path)], capture_output=True, timeout=MOUNT_TIMEOUT_S)
 
 
 def _primary_status(shards: list[ShardInfo]):
@@ -66,7 +59,7 @@ def test_a_full_store_disk_fails_the_shard_naming_the_database_and_loses_nothing
     assert sum(stored.values()) < len(WORDS)  # it failed before the end ...
     assert all(n <= 2 for n in stored.values())  # ... and nothing was counted twice
 
-    subprocess.run(["mount", "-o", "remount,size=16m", str(db_dir)], check=True, timeout=MOUNT_TIMEOUT_S)
+    tmpfs.resize(db_dir, "16m")
     group.client().unassign(["count-000"])  # as an operator would, once the disk has room
     group.wait_for(
         lambda shards: (s := _primary_status(shards)) is not None and s.code == ReplicaCode.PRIMARY,
