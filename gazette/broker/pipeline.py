@@ -124,7 +124,7 @@ class Pipeline:
 
     async def _send(self, i: int, stream: grpc.aio.StreamStreamCall, data: bytes) -> None:
         try:
-            await stream.write(data)
+            await _write_keeping_status(stream, data)
         except asyncio.CancelledError:
             raise
         except BaseException as exc:  # the real cause is read on receive
@@ -294,3 +294,31 @@ def _describe(exc: BaseException) -> str:
     if isinstance(exc, grpc.aio.AioRpcError):
         return f"{exc.code().name}: {exc.details()}"
     return str(exc) or type(exc).__name__
+
+
+async def _write_keeping_status(stream: grpc.aio.StreamStreamCall, data: bytes) -> None:
+    """Writes one serialized request to a peer's stream such that, if the peer already ended the call,
+    the status it ended it with survives for the receive side.
+
+    grpc.aio's `write()` answers a send that fails because the server has just sent its trailers
+    by replacing the call's status with INTERNAL "Internal error from Core" (grpc/grpc#36066), so a
+    replica's named failure (a full spool disk: RESOURCE_EXHAUSTED naming the broker and directory)
+    would reach the appender as that. Once the call's metadata is out, the send goes to the call's
+    core object directly and a failure is reported as a plain error, leaving the status to `read()`.
+    Elsewhere (first write, or a grpc without that object) it is `write()`.
+    """
+    core = getattr(stream, "_cython_call", None)
+    sent = getattr(stream, "_metadata_sent", None)
+    if core is None or sent is None or not sent.is_set():
+        await stream.write(data)
+        return
+    if stream.done():
+        raise PipelineError("the peer's stream has ended")
+    try:
+        await core.send_serialized_message(data)
+    except asyncio.CancelledError:
+        if not stream.cancelled():
+            stream.cancel()
+        raise
+    except Exception as exc:  # cygrpc.InternalError: the call is over; its status arrives on read
+        raise PipelineError(f"send to peer failed: {exc}") from exc
