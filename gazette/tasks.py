@@ -61,3 +61,41 @@ def dump_tasks(out=None) -> None:
         except Exception as exc:  # e.g. a Cython coroutine (gRPC's) has frames without line numbers
             print(f"  (no stack: {exc!r})", file=out)
     out.flush()
+
+
+class TaskGroup:
+    """The background tasks one owner starts and must not outlive (a broker's pipeline shutdowns and
+    replica stops, a consumer's shard stops): `spawn` starts one, `stop` waits for all of them for a
+    bounded time, then cancels and names the ones still running, so a peer that never answers cannot
+    keep its owner from stopping."""
+
+    def __init__(self, owner: str) -> None:
+        self.owner = owner
+        self._tasks: set[asyncio.Task] = set()
+
+    def spawn(self, coro, name: str) -> asyncio.Task:  # type: ignore[no-untyped-def]
+        """Starts `coro` as a task of this group, named `name` (the name a late stop reports)."""
+        task = asyncio.create_task(coro, name=name)
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+        return task
+
+    def __len__(self) -> int:
+        return len(self._tasks)
+
+    async def stop(self, timeout_s: float) -> list[str]:
+        """Waits up to `timeout_s` for every task of the group (also those spawned meanwhile), then
+        cancels the rest; returns the names of the cancelled ones (empty when all ended). The task
+        calling it is never waited for (after a lease loss, a stop may itself be a task of the group)."""
+        me = asyncio.current_task()
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout_s
+        cancelled: list[str] = []
+        while pending := [t for t in self._tasks if t is not me]:
+            _done, late = await asyncio.wait(pending, timeout=max(0.0, deadline - loop.time()))
+            if late and loop.time() >= deadline:
+                cancelled += sorted(t.get_name() for t in late)
+                for t in late:
+                    t.cancel()
+                await asyncio.gather(*late, return_exceptions=True)
+        return cancelled

@@ -1,22 +1,20 @@
 """Broker: one process's journal service: etcd session, KeySpace, replicas, gRPC server, persister.
 
-The Broker owns every task it starts (lease keep-alive, KeySpace watch, replica refreshes, the
-persister) and stops them in `stop()`. A graceful stop (SIGTERM) rolls every spool and drains the
-persister before revoking its lease, so nothing committed on this broker is left unpersisted.
+Built on `gazette.member.Member` (the lifecycle it shares with consumers); the Broker adds its
+replicas, the persister and the Journal service. A graceful stop (SIGTERM) rolls every spool and
+drains the persister before revoking its lease, so nothing committed on this broker is left
+unpersisted.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
-import secrets
 from collections.abc import AsyncIterator
 
-import aetcd
 import grpc
 
-from gazette.allocator import Allocator, Session, announce, broker_spec_exiting, journal_adapter
-from gazette.auth import tls as _tls
+from gazette.allocator import broker_spec_exiting, journal_adapter
 from gazette.auth.tls import TLSConfig
 from gazette.auth.tokens import AuthError, Capability, Claims, KeyedAuth, header_of
 from gazette.broker.append import AppendFailed, serve_append, zero_byte_append
@@ -38,18 +36,14 @@ from gazette.fragment.fragment import Fragment
 from gazette.fragment.persister import Persister
 from gazette.fragment.stores import get_store
 from gazette.keyspace import layout
-from gazette.keyspace.etcd import connect
-from gazette.keyspace.keyspace import KeySpace
-from gazette.metrics import MetricsServer
+from gazette.member import LeaseLossPolicy, Member
 from gazette.protocol import broker_pb2 as pb
 from gazette.protocol import broker_pb2_grpc as pb_grpc
 from gazette.protocol import gazette_py_pb2 as gpy
 from gazette.protocol import gazette_py_pb2_grpc as gpy_grpc
-from gazette.protocol.endpoints import GRPC_MESSAGE_OPTIONS, GRPC_SERVER_KEEPALIVE_OPTIONS, advertised_host
 from gazette.protocol.errors import GazetteError
 from gazette.protocol.spec import JournalSpec
 from gazette.protocol.status import Status
-from gazette.protocol.validate import validate_suffix, validate_zone
 
 log = logging.getLogger(__name__)
 
@@ -57,21 +51,24 @@ DEFAULT_ROOT = "/gazette/cluster"
 DEFAULT_LEASE_TTL_S = 20
 DEFAULT_MAX_REPLICATION = 9
 GRACEFUL_STOP_S = 5.0
-STOP_TASKS_TIMEOUT_S = 10.0  # how long a stop waits for pipeline shutdowns and replica stops
-RENEW_RETRY_S = 1.0
 RENEW_HOLD_TTLS = 3  # after a lease renewal, unassigned replicas are kept this many lease TTLs
 DEFAULT_EXIT_DRAIN_S = 60.0  # how long a graceful stop waits for the allocator to move journals away
 
 
-class Broker:
+class Broker(Member):
     """One broker process's journal service (docs/architecture.md#the-broker).
 
-    Owns its etcd session and member announcement, the KeySpace mirror, the allocator loop, one
-    Replica per journal assigned here (reconciled from the KeySpace), the shared Persister, the
-    gRPC server (Journal and Flusher services) and the metrics endpoint. `start()` brings them up
-    in dependency order; `stop()` takes them down in reverse, gracefully by default: it announces
-    it is exiting, waits for the allocator to move its journals away, and persists every spool
-    before its lease is revoked. Lives on one event loop thread."""
+    A `Member` (etcd session and announcement, KeySpace, allocator, reconcile loop, bounded stop)
+    that owns one Replica per journal assigned here (reconciled from the KeySpace), the shared
+    Persister, the Journal and Flusher gRPC services and its metrics. A graceful `stop()` waits for
+    the allocator to move its journals away and persists every spool before its lease is revoked. On
+    a lease loss it announces again (`LeaseLossPolicy.RENEW`, see `_before_renewal`). Lives on one
+    event loop thread."""
+
+    kind = "broker"
+    lease_loss = LeaseLossPolicy.RENEW
+    server_grace_s = GRACEFUL_STOP_S
+
     def __init__(
         self,
         etcd_endpoint: str,
@@ -96,142 +93,64 @@ class Broker:
         """`auth_keys` (Gazette's --auth-keys) makes every RPC require a signed token, and signs this
         broker's own calls to its peers; `server_tls` serves over TLS (https:// endpoint), and
         `peer_tls` is what this broker presents and trusts when it dials https:// peers."""
-        self.etcd_endpoint = etcd_endpoint
-        self.root = root.rstrip("/")
-        self.zone = zone
-        self.suffix = suffix or f"broker-{secrets.token_hex(4)}"
-        validate_zone(self.zone)
-        validate_suffix(self.suffix)
-        self.host = host
-        self.advertise = advertised_host(host, advertise)  # in this broker's endpoint (routes, peers)
-        self.port = port
-        self.metrics_port = metrics_port
+        super().__init__(
+            etcd_endpoint, root=root, zone=zone, suffix=suffix, lease_ttl_s=lease_ttl_s,
+            exit_drain_s=exit_drain_s, watch_apply_delay_s=watch_apply_delay_s, host=host, port=port,
+            advertise=advertise, metrics_port=metrics_port, server_tls=server_tls,
+        )  # fmt: skip
         self.journal_limit = journal_limit
-        self.lease_ttl_s = lease_ttl_s
         self.max_replication = max_replication
         self.spool_dir = spool_dir
-        self.watch_apply_delay_s = watch_apply_delay_s
         self.metrics = BrokerMetrics()
         self.auth = KeyedAuth.coerce(auth_keys)
-        self.server_tls = server_tls
         self.proxy = Proxy(self.auth, peer_tls)
         self.replicas: dict[str, Replica] = {}
-        self.endpoint = ""
-        self.metrics_endpoint = ""
-        self._server: grpc.aio.Server | None = None
-        self._metrics_server: MetricsServer | None = None
-        self._tasks: list[asyncio.Task] = []
-        self._background: set[asyncio.Task] = set()
-        self.lease_lost = asyncio.Event()
-        self._renewing: asyncio.Task | None = None
         self._hold_until = 0.0  # loop time until which unassigned replicas are kept (lease renewal)
-        self.stopped = asyncio.Event()
-        self.exit_drain_s = exit_drain_s
-        self._reconcile_wakeup = asyncio.Event()
-        self._stopping = False
 
-    @property
-    def id(self) -> tuple[str, str]:
-        return (self.zone, self.suffix)
+    # --- the member's hooks ----------------------------------------------------------------------
+    def _decode_value(self):  # type: ignore[no-untyped-def]
+        return decode_value(self.root)
 
-    # --- lifecycle -------------------------------------------------------------------------------
-    async def start(self) -> Broker:
-        self.etcd: aetcd.Client = connect(self.etcd_endpoint)
+    def _adapter(self):  # type: ignore[no-untyped-def]
+        return journal_adapter(self.max_replication)
+
+    def _member_value(self) -> bytes:
+        return self._broker_spec().SerializeToString()
+
+    def _mark_exiting(self, value: bytes) -> bytes:
+        return broker_spec_exiting(value)
+
+    async def _open(self, server: grpc.aio.Server) -> None:
         self.persister = Persister()
         await self.persister.start()
-
-        self._server = grpc.aio.server(
-            options=[*GRPC_MESSAGE_OPTIONS, *GRPC_SERVER_KEEPALIVE_OPTIONS, ("grpc.so_reuseport", 0)]
-        )
         service = JournalService(self)
-        add_journal_servicer(service, self._server)  # Append and Replicate content decoded raw
-        gpy_grpc.add_FlusherServicer_to_server(FlusherService(service), self._server)
-        bound, scheme = _tls.bind(self._server, f"{self.host}:{self.port}", self.server_tls)
-        self.port = bound
-        self.endpoint = f"{scheme}{self.advertise}:{bound}"
-
-        self.ks = KeySpace(self.etcd, self.root, decode_value(self.root), self.watch_apply_delay_s)
+        add_journal_servicer(service, server)  # Append and Replicate content decoded raw
+        gpy_grpc.add_FlusherServicer_to_server(FlusherService(service), server)
         self.resolver = Resolver(self.ks, self.id, self.replicas)
 
-        self.session = await Session.grant(self.etcd, self.lease_ttl_s)
-        self.session.add_lost_callback(self._on_lease_lost)
-        member_key = layout.member_key(self.root, self.zone, self.suffix)
-        self.announcement = await announce(
-            self.etcd, member_key, self._broker_spec().SerializeToString(), self.session,
-            retry_interval_s=max(1.0, self.lease_ttl_s / 4), mark_exiting=broker_spec_exiting,
-        )
-        await self.ks.start()
+    def _observe(self) -> None:
         self.ks.add_observer(self.resolver.on_keyspace_change)
-        self.ks.add_observer(self._reconcile_wakeup.set)
-        self.allocator = Allocator(
-            self.etcd, self.ks, member_key, journal_adapter(self.max_replication),
-            min_revision=self.announcement.revision,
-        )
-        self.allocator.start()
-        await self._server.start()
-        if self.metrics_port is not None:
-            self._metrics_server = MetricsServer(self.metrics.registry, self.host, self.metrics_port)
-            self.metrics_endpoint = f"http://{self.advertise}:{self._metrics_server.port}/metrics"
-        self._tasks.append(asyncio.create_task(self._reconcile_loop(), name="replica reconcile"))
-        self._reconcile()
+
+    async def start(self) -> Broker:
+        await super().start()
         log.info("broker %s#%s serving at %s", self.zone, self.suffix, self.endpoint)
         return self
 
-    async def stop(self, graceful: bool = True) -> None:
-        """Stops serving. Gracefully: announces it is exiting, waits (up to `exit_drain_s`) for the
-        allocator to move its journals away, then rolls and persists every spool before the lease
-        is revoked, so nothing committed here is left unpersisted."""
-        if self._stopping:
-            return
-        self._stopping = True
-        if graceful and not self.session.lost:
-            try:
-                await self.announcement.set_exiting()
-                async with asyncio.timeout(self.exit_drain_s):
-                    await self.allocator.wait_drained()
-            except TimeoutError:
-                log.warning("broker %s#%s still had assignments after %.0f s; stopping anyway",
-                            self.zone, self.suffix, self.exit_drain_s)
-            except Exception as exc:
-                log.warning("could not drain assignments before exiting: %s", exc)
-        if self._server is not None:
-            await self._server.stop(GRACEFUL_STOP_S if graceful else 0)
-        await self.allocator.stop()
-        for t in self._tasks:
-            t.cancel()
-        await asyncio.gather(*self._tasks, return_exceptions=True)
-        self._tasks.clear()
+    async def _stop_items(self, graceful: bool) -> None:
         for journal, replica in self.replicas.items():
             self.background(replica.stop(), f"stop replica {journal}")
         self.replicas.clear()
-        await self._await_background()
+
+    async def _before_lease_ends(self, graceful: bool) -> None:
         # The lease outlives the persister's drain: the member key (and the assignments under it)
         # must outlive this broker's unpersisted spools.
         await self.persister.stop(drain=graceful and not self.session.lost)
-        await self.ks.stop()
-        await self.session.close(revoke=True)
-        await self.proxy.close()
-        if self._metrics_server is not None:
-            self._metrics_server.close()
-        await self.etcd.close()
-        self.stopped.set()
 
-    async def _await_background(self) -> None:
-        """Waits for the background tasks (pipeline shutdowns, acknowledgement readers, replica stops)
-        for up to STOP_TASKS_TIMEOUT_S, then names and cancels those still running: a peer that never
-        answers must not keep this broker from persisting its spools and exiting."""
-        me = asyncio.current_task()  # after a lease loss, this very stop runs as a background task
-        loop = asyncio.get_running_loop()
-        deadline = loop.time() + STOP_TASKS_TIMEOUT_S
-        while pending := [t for t in self._background if t is not me]:
-            _done, late = await asyncio.wait(pending, timeout=max(0.0, deadline - loop.time()))
-            if late and loop.time() >= deadline:
-                log.warning("broker %s#%s: cancelling %d task(s) still running %.0f s into its stop: %s",
-                            self.zone, self.suffix, len(late), STOP_TASKS_TIMEOUT_S,
-                            ", ".join(sorted(t.get_name() for t in late)))
-                for t in late:
-                    t.cancel()
-                await asyncio.gather(*late, return_exceptions=True)
+    def _revoke_on_stop(self, graceful: bool) -> bool:
+        return True
+
+    async def _close(self) -> None:
+        await self.proxy.close()
 
     def _broker_spec(self) -> pb.BrokerSpec:
         return pb.BrokerSpec(
@@ -241,77 +160,28 @@ class Broker:
             journal_limit=self.journal_limit,
         )
 
-    def _on_lease_lost(self, reason: Exception) -> None:
-        log.error("broker %s#%s lost its etcd lease (%s); announcing again", self.zone, self.suffix, reason)
-        self.lease_lost.set()
-        if not self._stopping and self._renewing is None:
-            self._renewing = self.background(self._renew_session(), "renew session after lease loss")
-
-    async def _renew_session(self) -> None:
+    def _before_renewal(self) -> None:
         """Lease loss: Gazette ends the process (docs/semantics.md#member-sessions), which also ends every
         spool. When etcd itself was down past the TTL, every broker loses its lease at once and acknowledged
         appends not yet persisted would exist nowhere. So instead: drop the spools this broker was primary
         of (they may hold commits no peer acknowledged, unsafe to reuse or persist now that another
         primary may have taken over), keep the others (replicated, legitimate content) for
         RENEW_HOLD_TTLS lease TTLs in case their journals come back here, and announce again under
-        a new lease. A journal that comes back syncs its pipeline from the longest kept spool."""
-        loop = asyncio.get_running_loop()
-        self._hold_until = loop.time() + 1e9  # hold kept replicas until the new session is up
-        try:
-            for journal, replica in list(self.replicas.items()):
-                if replica.is_primary:
-                    del self.replicas[journal]
-                    self.background(replica.stop(discard=True), f"discard replica {journal}")
-                else:
-                    replica.persist_promptly = True
-            await self.allocator.stop()
-            await self.session.close(revoke=False)
-            member_key = layout.member_key(self.root, self.zone, self.suffix)
-            while not self._stopping:
-                try:
-                    session = await Session.grant(self.etcd, self.lease_ttl_s)
-                except Exception as exc:  # etcd still away
-                    log.warning("broker %s#%s cannot get a new lease yet: %s", self.zone, self.suffix, exc)
-                    await asyncio.sleep(RENEW_RETRY_S)
-                    continue
-                self.session = session
-                try:
-                    self.announcement = await announce(
-                        self.etcd, member_key, self._broker_spec().SerializeToString(), session,
-                        retry_interval_s=max(1.0, self.lease_ttl_s / 4), mark_exiting=broker_spec_exiting,
-                    )
-                    break
-                except Exception as exc:
-                    # The new lease was lost too before the member key was put (etcd away again, or
-                    # this host cut off from it): without another try the broker would stay up but
-                    # never announce, hold no journals and never exit.
-                    log.warning("broker %s#%s could not announce under its new lease yet: %s",
-                                self.zone, self.suffix, exc)  # fmt: skip
-                    await session.close(revoke=False)
-                    await asyncio.sleep(RENEW_RETRY_S)
+        a new lease (`Member._renew_session`). A journal that comes back syncs its pipeline from the
+        longest kept spool."""
+        self._hold_until = asyncio.get_running_loop().time() + 1e9  # hold until the new session is up
+        for journal, replica in list(self.replicas.items()):
+            if replica.is_primary:
+                del self.replicas[journal]
+                self.background(replica.stop(discard=True), f"discard replica {journal}")
             else:
-                return
-            self.allocator = Allocator(
-                self.etcd, self.ks, member_key, journal_adapter(self.max_replication),
-                min_revision=self.announcement.revision,
-            )
-            self.allocator.start()
-            session.add_lost_callback(self._on_lease_lost)
-            log.warning("broker %s#%s announced again under a new lease", self.zone, self.suffix)
-        finally:
-            hold_s = RENEW_HOLD_TTLS * self.lease_ttl_s
-            self._hold_until = loop.time() + hold_s
-            loop.call_later(hold_s + 0.1, self._reconcile_wakeup.set)
-            self._renewing = None
-            self.lease_lost.clear()
-            self._reconcile_wakeup.set()
+                replica.persist_promptly = True
 
-    def background(self, coro, name: str) -> asyncio.Task:
-        """Starts a task the broker owns and awaits on stop (pipeline shutdowns, replica stops)."""
-        task = asyncio.create_task(coro, name=name)
-        self._background.add(task)
-        task.add_done_callback(self._background.discard)
-        return task
+    def _after_renewal(self) -> None:
+        loop = asyncio.get_running_loop()
+        hold_s = RENEW_HOLD_TTLS * self.lease_ttl_s
+        self._hold_until = loop.time() + hold_s
+        loop.call_later(hold_s + 0.1, self._wakeup.set)
 
     async def pulse(self, journal: str) -> None:
         """A zero-byte append at this broker (docs/semantics.md#pulse); failures are the caller's to log."""
@@ -326,12 +196,6 @@ class Broker:
         return await asyncio.to_thread(store.sign_get, fragment.content_path, ttl_s)
 
     # --- replicas --------------------------------------------------------------------------------
-    async def _reconcile_loop(self) -> None:
-        while True:
-            await self._reconcile_wakeup.wait()
-            self._reconcile_wakeup.clear()
-            self._reconcile()
-
     def _still_exists(self, journal: str, create_revision: int) -> bool:
         item = self.ks.get(layout.item_key(self.root, journal))
         return item is not None and item.create_revision == create_revision
@@ -341,7 +205,7 @@ class Broker:
         if self._stopping:
             return
         if (
-            self.ks.get(layout.member_key(self.root, self.zone, self.suffix)) is None
+            self.ks.get(self.member_key) is None
             and self._renewing is None
             and self.ks.revision >= self.announcement.revision
         ):
@@ -351,14 +215,10 @@ class Broker:
             # lack the new key (it applied the old key's expiry, not yet our put), which is no loss.
             self.session.declare_lost("the member key vanished from etcd (lease expired)")
             return
-        assigned: dict[str, tuple[JournalSpec, int, bool]] = {}
-        for kv in self.ks.prefixed(layout.assign_prefix(self.root)):
-            key = layout.parse_assignment_key(self.root, kv.key)
-            if (key.zone, key.suffix) != self.id:
-                continue
-            item = self.ks.get(layout.item_key(self.root, key.item))
-            if item is not None:
-                assigned[key.item] = (item.decoded, item.create_revision, key.slot == 0)
+        assigned: dict[str, tuple[JournalSpec, int, bool]] = {
+            key.item: (item.decoded, item.create_revision, key.slot == 0)
+            for key, _kv, item in self.held_assignments()
+        }
         holding = asyncio.get_running_loop().time() < self._hold_until
         for journal, replica in list(self.replicas.items()):
             now = assigned.get(journal)

@@ -38,6 +38,7 @@ def decode_value(root: str):
         if key.startswith(members):
             return pb.BrokerSpec.FromString(raw)
         if key.startswith(assign):
+            layout.parse_assignment_key(root, key)  # a malformed key is refused here, once for every reader
             return pb.Route.FromString(raw) if raw else pb.Route(primary=-1)
         raise ValueError(f'key "{key}" is outside the broker key space')
 

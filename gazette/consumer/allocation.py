@@ -111,6 +111,7 @@ def decode_value(root: str) -> Callable[[str, bytes], Any]:
                 )
             return consumer
         if key.startswith(assign):
+            layout.parse_assignment_key(root, key)  # a malformed key is refused here, once for every reader
             return ReplicaStatus.from_bytes(raw)
         raise ValueError(f'key "{key}" is outside the consumer key space of "{root}"')
 

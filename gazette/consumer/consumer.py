@@ -1,8 +1,9 @@
 """Consumer: one member of a consumer application: lease, announcement, allocator, shards
 (docs/semantics.md#allocation, #shard-lifecycle).
 
-The consumer announces `<root>/members/<zone>#<suffix>` (a ConsumerSpec with its shard_limit and
-endpoint) under an etcd lease, runs the generic Allocator with the shard adapter, and starts a Shard
+Built on `gazette.member.Member` (the lifecycle it shares with brokers): the consumer announces
+`<root>/members/<zone>#<suffix>` (a ConsumerSpec with its shard_limit and endpoint) under an etcd
+lease, runs the generic Allocator with the shard adapter, and starts a Shard
 for each assignment it holds, stopping those it loses. Replica statuses are CAS writes reduced with
 the stored value. Every value is Gazette's protobuf message (gazette.consumer.allocation). Each member
 serves Gazette's consumer.Shard gRPC service, and gazette-py's gazette_py.Shards (Inspect) beside it
@@ -15,7 +16,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import secrets
 from collections.abc import Iterable
 from dataclasses import dataclass
 
@@ -23,9 +23,7 @@ import aetcd
 import grpc
 from aetcd import rpc
 
-from gazette.allocator import Allocator, Session, announce
 from gazette.allocator.state import Assignment
-from gazette.auth import tls as _tls
 from gazette.auth.tls import TLSConfig
 from gazette.auth.tokens import KeyedAuth
 from gazette.client.aio import AsyncClient
@@ -44,12 +42,10 @@ from gazette.consumer.spec import MAX_HOT_STANDBYS_DEFAULT, ShardSpec
 from gazette.consumer.status import ReplicaStatus
 from gazette.consumer.transaction import Hooks
 from gazette.keyspace import layout
-from gazette.keyspace.etcd import connect, txn
+from gazette.keyspace.etcd import txn
 from gazette.keyspace.keyspace import KeySpace
-from gazette.metrics import MetricsServer
+from gazette.member import LeaseLossPolicy, Member
 from gazette.protocol import gazette_py_pb2_grpc, shard_pb2_grpc
-from gazette.protocol.endpoints import GRPC_MESSAGE_OPTIONS, GRPC_SERVER_KEEPALIVE_OPTIONS, advertised_host
-from gazette.protocol.validate import validate_suffix, validate_zone
 
 log = logging.getLogger(__name__)
 
@@ -58,8 +54,16 @@ DEFAULT_EXIT_DRAIN_S = 30.0  # a graceful stop waits this long for the allocator
 SERVER_GRACE_S = 1.0  # a graceful stop lets in-flight Shard RPCs finish this long
 
 
-class Consumer:
-    """Runs `app` as one member of the consumer application rooted at `root` (on the current loop)."""
+class Consumer(Member):
+    """Runs `app` as one member of the consumer application rooted at `root` (on the current loop).
+
+    A `Member` (etcd session and announcement, KeySpace, allocator, reconcile loop, bounded stop)
+    that holds a Shard per assignment, serves Gazette's consumer.Shard service and gazette-py's
+    Inspect, and stops as a crash would when its lease is lost (`LeaseLossPolicy.STOP`)."""
+
+    kind = "consumer"
+    lease_loss = LeaseLossPolicy.STOP
+    server_grace_s = SERVER_GRACE_S
 
     def __init__(
         self,
@@ -93,130 +97,66 @@ class Consumer:
         `metrics_port` serves /metrics over HTTP on `host` (0: a free port; None: not served)."""
         if not isinstance(app, Application):
             raise TypeError(f"{app!r} is not a gazette.consumer.Application")
-        self.app = app
-        self.etcd_endpoint = etcd_endpoint
-        self.broker_endpoint = broker_endpoint
-        self.root = root.rstrip("/")
-        self.zone = zone
-        self.suffix = suffix or f"consumer-{secrets.token_hex(4)}"
-        validate_zone(self.zone)
-        validate_suffix(self.suffix)
         if isinstance(shard_limit, bool) or not isinstance(shard_limit, int) or shard_limit < 0:
             raise ValueError(f"shard_limit {shard_limit!r} is not an integer >= 0")
+        super().__init__(
+            etcd_endpoint, root=root, zone=zone, suffix=suffix, lease_ttl_s=lease_ttl_s,
+            exit_drain_s=exit_drain_s, watch_apply_delay_s=watch_apply_delay_s, host=host, port=port,
+            advertise=advertise, metrics_port=metrics_port, server_tls=server_tls,
+        )  # fmt: skip
+        self.app = app
+        self.broker_endpoint = broker_endpoint
         self.shard_limit = shard_limit
-        self.lease_ttl_s = lease_ttl_s
         self.max_hot_standbys = max_hot_standbys
-        self.exit_drain_s = exit_drain_s
-        self.watch_apply_delay_s = watch_apply_delay_s
         self.hooks = hooks or Hooks()
-        self.host = host
-        self.advertise = advertised_host(host, advertise)  # in this member's endpoint
         self.auth = KeyedAuth.coerce(auth_keys)
-        self.server_tls = server_tls
         self.peer_tls = peer_tls
         self.broker_auth = KeyedAuth.coerce(broker_auth_keys)
         self.broker_tls = broker_tls
-        self.port = port
-        self.endpoint = ""  # http://advertise:port of the Shard service, once started
-        self.metrics_port = metrics_port
         self.metrics = ConsumerMetrics(lambda: self.shards.values())
-        self.metrics_endpoint = ""  # http://advertise:port/metrics, once started (if served)
-        self._metrics_server: MetricsServer | None = None
-        self.member_key = layout.member_key(self.root, self.zone, self.suffix)
         self.shards: dict[str, Shard] = {}
-        self.stopped = asyncio.Event()
-        self._stopping = False
-        self._wakeup = asyncio.Event()
-        self._tasks: list[asyncio.Task[None]] = []
-        self._background: set[asyncio.Task[None]] = set()
         self._holding_view = False  # hold_etcd_view (a test hook)
 
-    @property
-    def id(self) -> tuple[str, str]:
-        return (self.zone, self.suffix)
+    # ---- the member's hooks
 
-    # ---- lifecycle
+    def _decode_value(self):  # type: ignore[no-untyped-def]
+        return decode_value(self.root)
 
-    async def start(self) -> Consumer:
-        self.etcd: aetcd.Client = connect(self.etcd_endpoint)
+    def _adapter(self):  # type: ignore[no-untyped-def]
+        return shard_adapter(self.max_hot_standbys)
+
+    def _member_value(self) -> bytes:
+        spec = ConsumerSpec(shard_limit=self.shard_limit, endpoint=self.endpoint, zone=self.zone, suffix=self.suffix)
+        return spec.to_bytes()
+
+    def _mark_exiting(self, value: bytes) -> bytes:
+        return consumer_spec_exiting(value)
+
+    async def _open(self, server: grpc.aio.Server) -> None:
         self.client = AsyncClient(
             self.broker_endpoint, self.etcd_endpoint, auth_keys=self.broker_auth, tls=self.broker_tls
         )
-        self.ks = KeySpace(self.etcd, self.root, decode_value(self.root), self.watch_apply_delay_s)
         self.service = ShardService(self)
-        self._server = grpc.aio.server(
-            options=[*GRPC_MESSAGE_OPTIONS, *GRPC_SERVER_KEEPALIVE_OPTIONS, ("grpc.so_reuseport", 0)]
-        )
-        shard_pb2_grpc.add_ShardServicer_to_server(self.service, self._server)
-        gazette_py_pb2_grpc.add_ShardsServicer_to_server(InspectService(self.service), self._server)
-        self.port, scheme = _tls.bind(self._server, f"{self.host}:{self.port}", self.server_tls)
-        self.endpoint = f"{scheme}{self.advertise}:{self.port}"
-        self.session = await Session.grant(self.etcd, self.lease_ttl_s)
-        self.session.add_lost_callback(self._on_lease_lost)
-        spec = ConsumerSpec(
-            shard_limit=self.shard_limit, endpoint=self.endpoint, zone=self.zone, suffix=self.suffix
-        )
-        self.announcement = await announce(
-            self.etcd, self.member_key, spec.to_bytes(), self.session,
-            retry_interval_s=max(1.0, self.lease_ttl_s / 4), mark_exiting=consumer_spec_exiting,
-        )  # fmt: skip
-        await self.ks.start()
-        self.ks.add_observer(self._wakeup.set)
-        self.allocator = Allocator(
-            self.etcd, self.ks, self.member_key, shard_adapter(self.max_hot_standbys),
-            min_revision=self.announcement.revision,
-        )  # fmt: skip
-        self.allocator.start()
-        await self._server.start()
-        if self.metrics_port is not None:
-            self._metrics_server = MetricsServer(self.metrics.registry, self.host, self.metrics_port)
-            self.metrics_endpoint = f"http://{self.advertise}:{self._metrics_server.port}/metrics"
-        self._tasks.append(
-            asyncio.create_task(self._reconcile_loop(), name=f"consumer {self.suffix} reconcile")
-        )
-        self._wakeup.set()
+        shard_pb2_grpc.add_ShardServicer_to_server(self.service, server)
+        gazette_py_pb2_grpc.add_ShardsServicer_to_server(InspectService(self.service), server)
+
+    async def start(self) -> Consumer:
+        await super().start()
         log.info("consumer %s#%s started under %s", self.zone, self.suffix, self.root)
         return self
 
-    async def stop(self, graceful: bool = True) -> None:
-        """Gracefully: marks itself exiting, lets the allocator move its shards to other members (up
-        to `exit_drain_s`), stops its shards and revokes its lease. Otherwise (a crash): cancels
-        everything at once, drops unsent appends, and leaves the lease to expire. Idempotent."""
-        if self._stopping:
-            return
-        self._stopping = True
-        if graceful and not self.session.lost:
-            try:
-                await self.announcement.set_exiting()
-                async with asyncio.timeout(self.exit_drain_s):
-                    await self.allocator.wait_drained()
-            except TimeoutError:
-                log.warning(
-                    "consumer %s still had shards after %.0f s; stopping anyway",
-                    self.suffix,
-                    self.exit_drain_s,
-                )
-            except Exception as exc:
-                log.warning("consumer %s could not drain its shards: %s", self.suffix, exc)
-        await self._server.stop(SERVER_GRACE_S if graceful else 0)
+    async def _stop_serving(self) -> None:
         await self.service.close()
-        for task in self._tasks:
-            task.cancel()
-        await asyncio.gather(*self._tasks, return_exceptions=True)
-        self._tasks.clear()
-        await self.allocator.stop()
+
+    async def _stop_items(self, graceful: bool) -> None:
         shards, self.shards = list(self.shards.values()), {}
         await asyncio.gather(*(s.stop() for s in shards), return_exceptions=True)
-        me = asyncio.current_task()
-        while pending := [t for t in self._background if t is not me]:
-            await asyncio.gather(*pending, return_exceptions=True)
-        await self.ks.stop()
-        await self.session.close(revoke=graceful)
+
+    async def _close(self) -> None:
         await self.client.close()
-        if self._metrics_server is not None:
-            self._metrics_server.close()
-        await self.etcd.close()
-        self.stopped.set()
+
+    def _ignores_lease_loss(self) -> bool:
+        return self._holding_view
 
     def hold_etcd_view(self) -> None:
         """Test hook (zombie scenarios): from now on this member acts on its current view of etcd,
@@ -227,43 +167,14 @@ class Consumer:
         self._holding_view = True
         self.ks.hold()
 
-    def _on_lease_lost(self, reason: Exception) -> None:
-        if self._holding_view:
-            log.warning("consumer %s lost its etcd lease (%s); ignored: holding its etcd view", self.suffix, reason)
-            return
-        log.error("consumer %s lost its etcd lease (%s); stopping", self.suffix, reason)
-        if not self._stopping:
-            self._spawn(self.stop(graceful=False), "stop after lease loss")
-
-    def _spawn(self, coro, name: str) -> asyncio.Task[None]:  # type: ignore[no-untyped-def]
-        task = asyncio.create_task(coro, name=name)
-        self._background.add(task)
-        task.add_done_callback(self._background.discard)
-        return task
-
     # ---- shards
-
-    async def _reconcile_loop(self) -> None:
-        while True:
-            await self._wakeup.wait()
-            self._wakeup.clear()
-            self._reconcile()
 
     def _reconcile(self) -> None:
         """Starts a Shard for each new assignment held here; stops those no longer held."""
         if self._stopping:
             return
         held: dict[str, tuple[ShardSpec, str, int, Assignment]] = {}
-        for kv in self.ks.prefixed(layout.assign_prefix(self.root)):
-            try:
-                key = layout.parse_assignment_key(self.root, kv.key)
-            except ValueError:
-                continue
-            if (key.zone, key.suffix) != self.id:
-                continue
-            item = self.ks.get(layout.item_key(self.root, key.item))
-            if item is None:
-                continue
+        for key, kv, item in self.held_assignments():
             assignment = Assignment(
                 kv.key, key.item, key.zone, key.suffix, key.slot, kv.decoded, kv.mod_revision, kv.lease
             )
@@ -274,7 +185,7 @@ class Consumer:
             # another slot is a new assignment (the allocator never demotes by moving slot 0).
             if now is None or now[2] != shard.create_revision or (shard.assignment.slot == 0 and now[3].slot != 0):
                 del self.shards[shard_id]
-                self._spawn(shard.stop(), f"stop shard {shard_id}")
+                self.background(shard.stop(), f"stop shard {shard_id}")
             else:
                 shard.update(now[0], now[3])
         for shard_id, (spec, fqn, create_revision, assignment) in held.items():
@@ -367,11 +278,8 @@ async def list_shards(etcd: aetcd.Client, root: str) -> list[ShardInfo]:
     ks = KeySpace(etcd, root.rstrip("/"), decode_value(root.rstrip("/")))
     await ks.load()
     replicas: dict[str, list[ReplicaInfo]] = {}
-    for kv in ks.prefixed(layout.assign_prefix(ks.root)):
-        try:
-            key = layout.parse_assignment_key(ks.root, kv.key)
-        except ValueError:
-            continue
+    for kv in ks.prefixed(layout.assign_prefix(ks.root)):  # keys validated by decode_value
+        key = layout.parse_assignment_key(ks.root, kv.key)
         replicas.setdefault(key.item, []).append(ReplicaInfo(key.zone, key.suffix, key.slot, kv.decoded))
     out = []
     prefix = layout.items_prefix(ks.root)
