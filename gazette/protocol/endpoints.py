@@ -23,14 +23,26 @@ GRPC_CLIENT_OPTIONS = [
 GRPC_PEER_KEEPALIVE_OPTIONS = [
     ("grpc.keepalive_time_ms", 2000),
     ("grpc.keepalive_timeout_ms", 4000),
+    # gRPC core times an unanswered ping out after this (60 s by default), whatever keepalive_timeout
+    # says: without it a dead peer was found only a minute later.
+    ("grpc.http2.ping_timeout_ms", 4000),
     ("grpc.keepalive_permit_without_calls", 1),
     ("grpc.http2.max_pings_without_data", 0),
 ]
-# Servers accept those pings (the default policy answers pings more often than 5 min with GOAWAY).
+# Servers accept those pings (the default policy answers pings more often than 5 min with GOAWAY),
+# and ping their own clients as often: a replica's Replicate handler only reads, so without pings of
+# its own a primary cut off by a partition (packets dropped, no reset) would leave that handler
+# holding the replica's spool for good, and the primary's next pipeline, once the partition heals,
+# would wait for that spool for ever. With them the dead connection ends within seconds and the
+# spool is released.
 GRPC_SERVER_KEEPALIVE_OPTIONS = [
     ("grpc.http2.min_recv_ping_interval_without_data_ms", 1000),
     ("grpc.http2.max_ping_strikes", 0),
     ("grpc.keepalive_permit_without_calls", 1),
+    ("grpc.keepalive_time_ms", 2000),
+    ("grpc.keepalive_timeout_ms", 4000),
+    ("grpc.http2.ping_timeout_ms", 4000),
+    ("grpc.http2.max_pings_without_data", 0),
 ]
 
 

@@ -1,0 +1,122 @@
+"""A primary cut off from its replica by a partition that drops packets (no reset, no FIN) must not
+leave the replica's Replicate handler holding the spool for good: the replica's server pings its
+clients, finds the connection dead within seconds, and the spool goes back to its slot, so the
+journal takes appends again (the chaos soak stalled on this after partitions between brokers)."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import time
+from pathlib import Path
+
+import grpc
+
+from gazette.broker.proxy import REPLICATE_METHOD
+from gazette.client.loop import default_loop
+from gazette.local import LocalCluster
+from gazette.protocol import broker_pb2 as pb
+
+J = "examples/blackhole/part-000"
+BOUND_S = 30.0  # far above the servers' keepalive (2 s) plus its timeout (4 s)
+
+
+class BlackHole:
+    """A TCP forwarder on 127.0.0.1 that, once `cut()`, stops moving bytes both ways while keeping
+    both connections open: the packets of a cut link, as the peers see them."""
+
+    def __init__(self, target_port: int) -> None:
+        self.target_port = target_port
+        self.cut_event = asyncio.Event()
+        self._server: asyncio.Server | None = None
+        self._writers: list[asyncio.StreamWriter] = []
+        self.port = 0
+
+    async def start(self) -> None:
+        self._server = await asyncio.start_server(self._accept, "127.0.0.1", 0)
+        self.port = self._server.sockets[0].getsockname()[1]
+
+    def cut(self) -> None:
+        self.cut_event.set()
+
+    async def _accept(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        up_reader, up_writer = await asyncio.open_connection("127.0.0.1", self.target_port)
+        self._writers += [writer, up_writer]
+        await asyncio.gather(self._pump(reader, up_writer), self._pump(up_reader, writer), return_exceptions=True)
+
+    async def _pump(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        while not self.cut_event.is_set():
+            data = await reader.read(65536)
+            if not data:
+                return
+            if self.cut_event.is_set():
+                return  # dropped, and nothing more is read: the kernel buffers fill, as on a dead link
+            writer.write(data)
+            await writer.drain()
+        await asyncio.Event().wait()  # cut: hold the connection open, moving nothing
+
+    async def close(self) -> None:
+        if self._server is not None:
+            self._server.close()
+        for w in self._writers:
+            with contextlib.suppress(Exception):
+                w.transport.abort()
+
+
+def _released(replica) -> bool:  # type: ignore[no-untyped-def]
+    """The spool is back in its slot, or in a pipeline built since (a pulse's)."""
+    if replica.spool_slot.qsize():
+        return True
+    pipeline = replica.pipeline_slot._queue[0] if replica.pipeline_slot.qsize() else None
+    return pipeline is not None
+
+
+def test_a_replicate_stream_cut_silently_releases_the_spool(etcd, etcd_root, tmp_path: Path) -> None:
+    with LocalCluster(
+        brokers=1, mode="inprocess", store=f"file://{tmp_path}/store/", etcd=etcd.endpoint, root=etcd_root,
+        data_dir=str(tmp_path / "data"),
+    ) as cluster:  # fmt: skip
+        client = cluster.client()
+        client.apply_journals([cluster.journal_spec(J, replication=1)])
+        cluster.wait_for_routes([J])
+        broker = cluster.brokers[0].broker
+        port = int(broker.endpoint.rsplit(":", 1)[1])
+        loop = default_loop()
+
+        async def hold_spool_then_cut() -> tuple[BlackHole, grpc.aio.Channel]:
+            res = await broker.resolver.resolve(J, require_primary=False, may_proxy=False)
+            replica = res.replica
+            assert replica is not None
+            hole = BlackHole(port)
+            await hole.start()
+            channel = grpc.aio.insecure_channel(f"127.0.0.1:{hole.port}")
+            stream = channel.stream_stream(
+                REPLICATE_METHOD, request_serializer=lambda b: b, response_deserializer=pb.ReplicateResponse.FromString
+            )()
+            first = pb.ReplicateRequest(
+                header=res.header, proposal=pb.Fragment(journal=J, begin=0, end=0), registers=pb.LabelSet(),
+                acknowledge=True,
+            )  # fmt: skip
+            await stream.write(first.SerializeToString())
+            await stream.read()  # the handler holds the spool from here (an idle pipeline was shut down)
+            assert not _released(replica)
+            hole.cut()
+            return hole, channel
+
+        hole, channel = loop.run(hold_spool_then_cut(), timeout=30)
+        try:
+
+            async def spool_back() -> float:
+                res = await broker.resolver.resolve(J, require_primary=False, may_proxy=False)
+                started = time.monotonic()
+                while not _released(res.replica):
+                    assert time.monotonic() - started < BOUND_S, "the cut stream still holds the spool"
+                    await asyncio.sleep(0.1)
+                return time.monotonic() - started
+
+            loop.run(spool_back(), timeout=BOUND_S + 10)
+            res = client.append(J, b"after the cut\n", timeout=BOUND_S)
+            assert client.read_all(J) == b"after the cut\n" and res.end == len(b"after the cut\n")
+        finally:
+            loop.run(channel.close(None), timeout=10)
+            loop.run(hole.close(), timeout=10)
