@@ -13,10 +13,10 @@ from pathlib import Path
 
 import pytest
 import tmpfs
-from waiting import wait_for
 
 from gazette.local.cluster import LocalCluster
 from gazette.protocol.errors import GazetteError
+from gazette.testing import wait_for
 
 J = "examples/full-disk/part-000"
 CHUNK = 100_000

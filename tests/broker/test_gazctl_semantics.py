@@ -8,13 +8,12 @@ import hashlib
 import os
 import time
 
-from waiting import wait_for
-
 from gazette.fragment.fragment import Codec, Fragment
 from gazette.protocol import broker_pb2 as pb
 from gazette.protocol.errors import GazetteError
 from gazette.protocol.spec import SuspendLevel
 from gazette.protocol.status import Status
+from gazette.testing import wait_for
 
 J = "examples/semantics/part-000"
 SUSPEND = pb.AppendRequest

@@ -12,12 +12,12 @@ import threading
 from collections.abc import Iterator
 
 import pytest
-from waiting import wait_for
 
 from gazette.client.loop import default_loop
 from gazette.client.sync import Client
 from gazette.fragment.fragment import Fragment
 from gazette.local.cluster import LocalCluster
+from gazette.testing import wait_for
 
 JOURNAL = "gap/primary"
 READ_BOUND_S = 60.0  # far beyond the milliseconds a read takes: a read that waits fails instead

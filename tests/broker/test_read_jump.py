@@ -16,12 +16,12 @@ import threading
 from collections.abc import Iterator
 
 import pytest
-from waiting import wait_for
 
 from gazette.client.sync import Client
 from gazette.local.cluster import LocalCluster
 from gazette.message import Publisher, ReadCommitted
 from gazette.protocol.spec import JournalSpec
+from gazette.testing import wait_for
 
 JOURNAL = "jump/events"
 LABELS = {"content-type": "application/x-ndjson"}

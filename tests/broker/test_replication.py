@@ -11,7 +11,6 @@ from collections.abc import Iterator
 
 import grpc
 import pytest
-from waiting import wait_for
 
 from gazette.allocator.journals import route_equivalent
 from gazette.broker.replicate import apply_replicate
@@ -22,6 +21,7 @@ from gazette.local.cluster import LocalCluster
 from gazette.protocol import broker_pb2 as pb
 from gazette.protocol import broker_pb2_grpc as pb_grpc
 from gazette.protocol.labels import LabelSet
+from gazette.testing import wait_for
 
 J = "replicated/journal/one"
 

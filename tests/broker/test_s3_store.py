@@ -43,7 +43,7 @@ def test_s3_round_trip(s3_cluster):
 
 def test_store_down_then_back(etcd, etcd_root, tmp_path, dedicated_moto):
     moto = dedicated_moto()
-    from fixtures_s3 import make_bucket
+    from gazette.testing import make_bucket
 
     make_bucket(moto.endpoint, "down-test")
     store = f"s3://down-test/frags/?endpoint={moto.endpoint}&region=us-east-1"

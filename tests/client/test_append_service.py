@@ -19,6 +19,7 @@ from gazette.client.sync import Client
 from gazette.local.cluster import LocalCluster
 from gazette.protocol.errors import GazetteError, ValidationError
 from gazette.protocol.status import Status
+from gazette.testing import wait_for
 
 WAIT_S = 60.0
 
@@ -49,14 +50,9 @@ def _create(cluster, client, *names: str) -> None:
     )
 
 
-def _wait_primary(client, journal: str) -> tuple[str, str]:
-    deadline = time.monotonic() + WAIT_S
-    while time.monotonic() < deadline:
-        (info,) = client.list_journals(f"name={journal}")
-        if info.route.primary_id is not None:
-            return info.route.primary_id
-        time.sleep(0.05)
-    raise AssertionError(f"{journal} got no primary within {WAIT_S}s")
+def _primary(client, journal: str) -> tuple[str, str] | None:
+    (info,) = client.list_journals(f"name={journal}")
+    return info.route.primary_id
 
 
 def _commits(cluster) -> float:
@@ -232,7 +228,7 @@ def test_appends_retry_through_a_broker_restart(etcd, etcd_root, tmp_path):
     with LocalCluster(brokers=2, mode="inprocess", etcd=etcd.endpoint, root=etcd_root,
                       data_dir=str(tmp_path / "data")) as cluster:  # fmt: skip
         _create(cluster, cluster.client(), j)
-        primary_id = _wait_primary(cluster.client(), j)
+        primary_id = wait_for(f"{j} to get a primary", lambda: _primary(cluster.client(), j), WAIT_S)
         primary = next(h.index for h in cluster.brokers if (h.zone, h.suffix) == primary_id)
         proxy = 1 - primary
         lines: list[bytes] = []

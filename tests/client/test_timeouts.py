@@ -28,6 +28,7 @@ from gazette.local.cluster import LocalCluster
 from gazette.message.publisher import Publisher
 from gazette.protocol.errors import GazetteError
 from gazette.protocol.status import Status
+from gazette.testing import wait_for
 
 LEASE_TTL_S = 5
 WAIT_S = 90.0  # a generous ceiling for the cluster to settle after the kill
@@ -116,21 +117,13 @@ def cluster(etcd, module_etcd_root, tmp_path_factory) -> Iterator[LocalCluster]:
         client.append(R2, b"before\n")
         victim = next(i for i, ep in enumerate(c.broker_endpoints) if ep != client.aio.endpoint)
         c.kill_broker(victim)
-        _wait(lambda: len(_route(client, R3)) == 2, f"{R3}'s route to lose the killed broker")
+        wait_for(f"{R3}'s route to lose the killed broker", lambda: len(_route(client, R3)) == 2, WAIT_S, 0.1)
         yield c
 
 
 def _route(client: Client, journal: str) -> tuple[tuple[str, str], ...]:
     (info,) = client.list_journals(f"name={journal}")
     return info.route.members
-
-
-def _wait(check, what: str) -> None:  # noqa: ANN001
-    deadline = time.monotonic() + WAIT_S
-    while not check():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"waited {WAIT_S:.0f} s for {what}")
-        time.sleep(0.1)
 
 
 def test_r3_append_times_out_saying_what_is_missing(cluster) -> None:

@@ -8,8 +8,6 @@ import time
 from collections import Counter
 from typing import Any
 
-from waiting import wait_for
-
 from gazette.consumer import (
     Application,
     ConsumerCheckpoint,
@@ -24,6 +22,7 @@ from gazette.examples import wordcount
 from gazette.message import Envelope, Publisher
 from gazette.message.framing import framing_for
 from gazette.protocol.spec import JournalSpec
+from gazette.testing import wait_for
 
 JSON = {"content-type": "application/x-ndjson"}
 

@@ -16,13 +16,13 @@ from collections import Counter
 from collections.abc import Iterator
 
 import pytest
-from waiting import wait_for
 
 from gazette.client.loop import default_loop
 from gazette.consumer import ReplicaCode, ShardInfo
 from gazette.consumer.serve import EXIT_LINE_PREFIX, LEASE_LOST_EXIT_CODE
 from gazette.examples import wordcount
 from gazette.local.cluster import LocalCluster
+from gazette.testing import wait_for
 
 
 def _cluster(etcd, etcd_root, data, mode: str, lease_ttl_s: int) -> LocalCluster:

@@ -13,7 +13,6 @@ from collections import Counter
 from typing import Any
 
 from cli_run import gazette, ok, one_error_line
-from waiting import wait_for
 
 from gazette.consumer import Application, MemoryStore, ReplicaCode, Shard, ShardChange, ShardInfo, ShardSpec
 from gazette.consumer.json_store import JSONFileStore, decode_state_file
@@ -22,6 +21,7 @@ from gazette.consumer.recoverylog.prune import needed_offset, stored_hints
 from gazette.keyspace.etcd import connect
 from gazette.message import Envelope, Publisher
 from gazette.protocol.validate import CONTENT_TYPE_RECOVERY_LOG
+from gazette.testing import wait_for
 
 WAIT_S = 60.0
 SOURCE = "tests/rlcli/input"

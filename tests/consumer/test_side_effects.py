@@ -20,7 +20,6 @@ from types import SimpleNamespace
 
 import orjson
 import pytest
-from waiting import wait_for
 
 from gazette.consumer import (
     ConsumerCheckpoint,
@@ -35,6 +34,7 @@ from gazette.consumer import (
 from gazette.examples import reports
 from gazette.fragment.stores import ObjectNotFoundError, get_store
 from gazette.protocol.errors import ValidationError
+from gazette.testing import wait_for
 
 SHARD = SimpleNamespace(fqn="/root/items/reports-000", id="reports-000")
 

@@ -16,7 +16,6 @@ from typing import Any
 
 import pytest
 from cli_run import gazette, ok
-from waiting import wait_for
 
 from gazette.consumer import (
     FencingError,
@@ -29,6 +28,7 @@ from gazette.consumer.store import Store
 from gazette.examples import reports
 from gazette.fragment.stores import StoreError, get_store
 from gazette.notebook import CheckpointView
+from gazette.testing import wait_for
 
 SHARD = SimpleNamespace(fqn="/root/items/reports-000", id="reports-000")
 PHASE_TIMEOUT_S = 60.0

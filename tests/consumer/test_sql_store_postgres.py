@@ -15,13 +15,13 @@ from types import SimpleNamespace
 from typing import Any
 
 import pytest
-from waiting import wait_for
 
 from gazette.consumer import ConsumerCheckpoint, FencingError, Hooks, SideEffects, SQLStore
 from gazette.consumer.sql_store import SQLStoreError
 from gazette.examples import wordcount
 from gazette.message.checkpoint import Checkpoint
 from gazette.protocol.errors import GazetteError, ValidationError
+from gazette.testing import wait_for
 
 pytest_plugins = ["fixtures_postgres"]
 

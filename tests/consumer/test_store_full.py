@@ -14,10 +14,10 @@ from pathlib import Path
 
 import pytest
 import tmpfs
-from waiting import wait_for
 
 from gazette.consumer import ReplicaCode, ShardInfo
 from gazette.examples import wordcount
+from gazette.testing import wait_for
 
 WAIT_S = 90.0
 WORDS = [f"word-{i:05d}" for i in range(3000)] * 2  # distinct words: the counts table outgrows 96 KiB

@@ -16,8 +16,8 @@ import urllib.request
 from collections.abc import Callable
 
 import grpc
-import waiting
 
+from gazette import testing
 from gazette.keyspace import layout
 from gazette.local.cluster import LocalCluster
 from gazette.protocol import broker_pb2 as pb
@@ -32,8 +32,10 @@ REPLICATION = 3
 LIST_TIMEOUT_S = 5.0
 
 
-def wait_for(what: str, check: Callable[[], object], deadline_s: float = DEADLINE_S, poll_s: float = 0.05):
-    return waiting.wait_for(what, check, deadline_s, poll_s)
+def wait_for(what: str, check: Callable[[], object], timeout: float = DEADLINE_S, poll: float = 0.05):
+    """gazette.testing.wait_for with the fault suite's longer bound (DEADLINE_S): clusters recover
+    from faults within their lease TTLs, several times over."""
+    return testing.wait_for(what, check, timeout, poll)
 
 
 def say(report: list[str], line: str) -> None:

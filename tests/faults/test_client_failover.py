@@ -4,11 +4,11 @@ reads, listings and heads move on to the next endpoint (any broker proxies any j
 from __future__ import annotations
 
 import pytest
-from waiting import wait_for
 
 from gazette.client.aio import broker_endpoints
 from gazette.client.sync import Client
 from gazette.protocol.errors import GazetteError
+from gazette.testing import wait_for
 
 WAIT_S = 60.0
 

@@ -5,21 +5,20 @@ ended with LeaseLost and the broker stayed up, unannounced, holding no journal, 
 
 from __future__ import annotations
 
-from waiting import wait_for
-
-import gazette.broker.broker as broker_module
+import gazette.member as member_module
 from gazette.allocator.announce import LeaseLost
 from gazette.broker.broker import Broker
 from gazette.client.loop import default_loop
 from gazette.client.sync import Client
 from gazette.protocol.spec import JournalSpec
+from gazette.testing import wait_for
 
 
 def test_a_renewal_whose_new_lease_is_lost_before_announcing_tries_again(
     etcd, etcd_root, tmp_path, monkeypatch
 ) -> None:
     loop = default_loop()
-    real_announce = broker_module.announce
+    real_announce = member_module.announce
     calls: list[int] = []
 
     async def announce(client, key, value, session, **kw):
@@ -28,7 +27,7 @@ def test_a_renewal_whose_new_lease_is_lost_before_announcing_tries_again(
             raise LeaseLost(f"lease {session.lease_id:x} could not be refreshed within its TTL (test)")
         return await real_announce(client, key, value, session, **kw)
 
-    monkeypatch.setattr(broker_module, "announce", announce)
+    monkeypatch.setattr(member_module, "announce", announce)
     broker = Broker(etcd.endpoint, root=etcd_root, spool_dir=str(tmp_path), lease_ttl_s=3)
     loop.run(broker.start(), timeout=60)
     try:

@@ -20,8 +20,10 @@ from gazette.fragment.fragment import Codec, Fragment
 from gazette.fragment.persister import Persister
 from gazette.protocol.errors import GazetteError
 from gazette.protocol.status import Status
+from gazette.testing import async_wait_for
 
 DEADLINE_S = 30.0
+POLL_S = 0.02
 
 
 class SpoolFile:
@@ -63,14 +65,6 @@ def specs(mapping: dict[str, Spec | None]) -> Callable[[str], Spec | None]:
     return lambda journal: mapping.get(journal)
 
 
-async def wait_for(cond: Callable[[], bool], what: str) -> None:
-    deadline = time.monotonic() + DEADLINE_S
-    while not cond():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        await asyncio.sleep(0.02)
-
-
 @pytest.fixture
 async def persister() -> Any:
     p = Persister(replica_delay_s=600.0, retry_s=0.1)
@@ -91,7 +85,9 @@ async def test_primary_persists_at_once(persister: Persister, file_store_url: st
     assert persister.pending == 1
     # No flush here: it would expedite any item. A primary one persists on its own, at once (the
     # fixture's replica delay is 600 s, far beyond the deadline).
-    await wait_for(lambda: persister.pending == 0, "the primary fragment to persist")
+    await async_wait_for(
+        "the primary fragment to persist", lambda: persister.pending == 0, DEADLINE_S, POLL_S
+    )
     assert len(got) == 1
     persisted = got[0]
     assert persister.pending == 0
@@ -123,7 +119,7 @@ async def test_replica_waits_then_flush_or_primary_hurries_it(
     # replicas been attempted at once too, they would have been queued to the single upload thread
     # ahead of it, so by the time it is persisted they would be in the store.
     persister.submit(c, spec_lookup=lookup, primary=True, on_persisted=got.append)
-    await wait_for(lambda: bool(got), "the primary fragment to persist")
+    await async_wait_for("the primary fragment to persist", lambda: bool(got), DEADLINE_S, POLL_S)
     assert [f.begin for f in got] == [2000]
     assert persister.pending == 2
     assert a.file.reads == 0 and b.file.reads == 0  # not even attempted
@@ -133,7 +129,7 @@ async def test_replica_waits_then_flush_or_primary_hurries_it(
     persister.submit(
         b, spec_lookup=lookup, primary=True, on_persisted=got.append
     )  # now this broker is primary
-    await wait_for(lambda: persister.pending == 0, "b to persist")
+    await async_wait_for("b to persist", lambda: persister.pending == 0, DEADLINE_S, POLL_S)
     # b's callbacks from both submissions
     assert sorted(f.begin for f in got) == [0, 1000, 1000, 2000]
     assert len(await list_fragments(file_store_url, "r/j")) == 3
@@ -168,7 +164,7 @@ async def test_max_concurrency_bounds_the_uploads_running_at_once(file_store_url
                 primary=True,
                 on_persisted=lambda f: None,
             )
-        await wait_for(lambda: p.pending == 0, "every fragment to persist")
+        await async_wait_for("every fragment to persist", lambda: p.pending == 0, DEADLINE_S, POLL_S)
         assert peak == 2  # the pool has max_concurrency threads: two at once, never more
         assert len(await list_fragments(file_store_url, "c/j")) == 6
     finally:
@@ -214,8 +210,11 @@ async def test_retries_while_store_is_down_then_catches_up(
         with caplog.at_level(logging.WARNING, logger="gazette.fragment.persister"):
             for c in cs:
                 p.submit(c, spec_lookup=specs({"down/j": Spec([url])}), primary=True, on_persisted=got.append)
-            await wait_for(
-                lambda: any("attempt 2" in r.getMessage() for r in caplog.records), "a second failed attempt"
+            await async_wait_for(
+                "a second failed attempt",
+                lambda: any("attempt 2" in r.getMessage() for r in caplog.records),
+                DEADLINE_S,
+                POLL_S,
             )
         assert p.pending == 3 and got == []
         failures = [r.getMessage() for r in caplog.records if "failed" in r.getMessage()]

@@ -37,10 +37,8 @@ from pathlib import Path
 import boto3
 import grpc
 import pytest
-from fixtures_s3 import make_bucket
 from interop.conftest import Gazctl, gazctl_for, start_cluster
 from spark_source import conftest as spark_conftest
-from waiting import wait_for
 
 from fragments_io.committed import committed_reference
 from gazette.fragment.content import list_fragments, open_fragment
@@ -54,6 +52,7 @@ from gazette.protocol import broker_pb2_grpc as pb_grpc
 from gazette.protocol.errors import GazetteError, ValidationError
 from gazette.protocol.spec import JournalSpec
 from gazette.protocol.status import Status
+from gazette.testing import make_bucket, wait_for
 
 spark = spark_conftest.spark  # the Spark tests' session fixture: one SparkSession (local[2]) per session
 

@@ -23,12 +23,12 @@ from collections.abc import Iterator
 import pytest
 import yaml
 from interop.conftest import Gazctl, gazctl_for
-from waiting import wait_for
 
 from gazette.fragment.fragment import Codec, Fragment
 from gazette.protocol.errors import GazetteError
 from gazette.protocol.spec import JournalSpec, SuspendLevel, load_specs_yaml
 from gazette.protocol.status import Status
+from gazette.testing import wait_for
 
 # Fixed framing (Gazette's message package): this word, then the payload length (uint32, little-endian).
 FIXED_FRAME_WORD = bytes([0x66, 0x33, 0x93, 0x36])
@@ -294,7 +294,7 @@ def test_list_formats_and_selectors_show_what_our_client_applied(gz, cluster, cl
             for j in listed["journals"]
         )
 
-    wait_for("gazctl's JSON listing to show our routes", json_matches, deadline_s=20)
+    wait_for("gazctl's JSON listing to show our routes", json_matches, timeout=20)
 
     hierarchy = gz("journals", "list", "-l", "prefix=gzlist/", "-o", "yaml").stdout
     tree = yaml.safe_load(hierarchy)  # hoisted: what all three share is stated once, at the root
@@ -320,7 +320,7 @@ def test_list_formats_and_selectors_show_what_our_client_applied(gz, cluster, cl
             expected.append([name, str(info.spec.replication), primary, replicas, cluster.store, tier])
         return rows[1:] == expected
 
-    wait_for("gazctl's table to show our primaries and replicas", table_matches, deadline_s=20)
+    wait_for("gazctl's table to show our primaries and replicas", table_matches, timeout=20)
 
     for selector, names in [
         ("topic=t1", ["gzlist/sub/z", "gzlist/x"]),
@@ -340,13 +340,13 @@ def test_list_watch_prints_a_journal_applied_after_it_started(gz, cluster, clien
     """`journals list --watch` prints a table per change of the selected set: first without the
     journal, then (after our Client applied it) with it."""
     watch = running(gz.popen("journals", "list", "--watch", "-l", "prefix=gzwatch/", "--rf"))
-    wait_for("the first (empty) table", lambda: any("NAME" in line for line in watch.now()), deadline_s=20)
+    wait_for("the first (empty) table", lambda: any("NAME" in line for line in watch.now()), timeout=20)
     assert not any("gzwatch/" in line for line in watch.now())
     client.apply_journals([cluster.journal_spec("gzwatch/new", replication=2)])
     row = wait_for(
         "gazctl's watch to print gzwatch/new",
         lambda: [r for r in _table("\n".join(watch.now())) if r[0] == "gzwatch/new"],
-        deadline_s=20,
+        timeout=20,
     )
     assert row[0] == ["gzwatch/new", "2"]
     assert watch.proc.poll() is None  # still watching
@@ -431,11 +431,11 @@ def test_read_prints_what_our_client_appended(gz, cluster, client, tmp_path, run
     wait_for(
         "the blocking read to print the journal",
         lambda: block.now()[:2] == ["first", "second"],
-        deadline_s=20,
+        timeout=20,
     )
     client.append(j, b"third\n")
     wait_for("the blocking read to print our next append", lambda: block.now() == ["first", "second", "third"],
-             deadline_s=20)  # fmt: skip
+             timeout=20)  # fmt: skip
     assert block.proc.poll() is None
     block.close()
 

@@ -21,7 +21,6 @@ import pytest
 import yaml
 from cli_run import gazette, ok
 from interop.conftest import Gazctl, gazctl_for
-from waiting import wait_for
 
 from gazette.cli.shards import dump_shards_yaml, load_shards_yaml
 from gazette.consumer import (
@@ -37,6 +36,7 @@ from gazette.consumer.json_store import JSONFileStore, decode_state_file
 from gazette.message import Envelope, Publisher
 from gazette.protocol.labels import LabelSet
 from gazette.protocol.validate import CONTENT_TYPE_RECOVERY_LOG
+from gazette.testing import wait_for
 
 WAIT_S = 60.0
 SOURCES = ["gzshards/in/part-000", "gzshards/in/part-001"]

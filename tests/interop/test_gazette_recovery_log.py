@@ -20,12 +20,12 @@ from pathlib import Path
 import yaml
 from cli_run import gazette, ok
 from interop.conftest import gazctl_for, require_peer
-from waiting import wait_for
 
 from gazette.consumer.recoverylog import OpDecoder
 from gazette.keyspace.procutil import free_port, spawn
 from gazette.local import LocalCluster
 from gazette.protocol.validate import CONTENT_TYPE_RECOVERY_LOG
+from gazette.testing import wait_for
 
 ROOT = "/gazette/consumers/gorecovery"
 HINTS = "/gazette/hints/gorecovery"

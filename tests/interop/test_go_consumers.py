@@ -57,7 +57,6 @@ from interop.test_stream_sum import (
     _shards_yaml,
     crc64_update,
 )
-from waiting import wait_for
 
 from gazette.consumer.client import ShardClient
 from gazette.consumer.status import ReplicaCode
@@ -67,6 +66,7 @@ from gazette.local import LocalCluster
 from gazette.message import Publisher, ReadCommitted, ReadUncommitted
 from gazette.message.framing import JSONFraming
 from gazette.protocol.errors import GazetteError
+from gazette.testing import wait_for
 
 WAIT_S = 60.0
 STREAMS, CHUNKS = 8, 5  # streams we publish to the summer, of CHUNKS chunks and an empty last one

@@ -20,7 +20,6 @@ import pytest
 import yaml
 from cli_run import ok, one_error_line
 from interop.conftest import Gazctl, gazctl_for
-from waiting import wait_for
 
 import gazette
 from gazette.client.watch import JournalWatch
@@ -33,6 +32,7 @@ from gazette.protocol.errors import GazetteError
 from gazette.protocol.labels import LabelSet
 from gazette.protocol.spec import JournalFlag, SpecChange, SuspendLevel
 from gazette.protocol.status import Status
+from gazette.testing import wait_for
 
 NDJSON = {"content-type": "application/x-ndjson"}
 JOIN_TIMEOUT_S = 60.0  # bounds a blocking read that should end by its end_offset

@@ -54,13 +54,13 @@ import grpc
 import pytest
 import yaml
 from interop.conftest import Gazctl, gazctl_for, require_peer, start_cluster
-from waiting import wait_for
 
 from gazette.keyspace.procutil import free_port, spawn
 from gazette.local import LocalCluster
 from gazette.message import ReadCommitted, ReadUncommitted
 from gazette.protocol import broker_pb2 as pb
 from gazette.protocol import broker_pb2_grpc as pb_grpc
+from gazette.testing import wait_for
 
 ROOT = "/gazette/consumers/gosum"  # the summers' etcd root
 HINTS = "/gazette/hints/gosum"  # recovery-log hints: outside ROOT, whose every key the consumers decode

@@ -17,6 +17,7 @@ import pytest
 from gazette.keyspace import etcd as etcd_mod
 from gazette.keyspace import procutil
 from gazette.keyspace.etcd import EmbeddedEtcd, connect, embedded_etcd, find_etcd_binary
+from gazette.testing import wait_for
 
 DEADLINE_S = 15.0
 
@@ -31,10 +32,7 @@ def _alive(pid: int) -> bool:
 
 
 def _wait_gone(pid: int) -> None:
-    deadline = time.monotonic() + DEADLINE_S
-    while _alive(pid):
-        assert time.monotonic() < deadline, f"pid {pid} still running after {DEADLINE_S} s"
-        time.sleep(0.05)
+    wait_for(f"pid {pid} to exit", lambda: not _alive(pid), DEADLINE_S)
 
 
 def _healthy(endpoint: str) -> bool:

@@ -17,12 +17,11 @@ import sys
 import threading
 import time
 import urllib.request
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 
 import grpc
 import pytest
-import waiting
 
 from gazette.fragment.codecs import decompress
 from gazette.fragment.fragment import Fragment
@@ -34,12 +33,7 @@ from gazette.protocol import broker_pb2_grpc as pb_grpc
 from gazette.protocol.endpoints import grpc_target
 from gazette.protocol.errors import GazetteError
 from gazette.protocol.status import Status
-
-DEADLINE_S = 30.0
-
-
-def wait_for(what: str, check: Callable[[], object], deadline_s: float = DEADLINE_S, poll_s: float = 0.05):
-    return waiting.wait_for(what, check, deadline_s, poll_s)
+from gazette.testing import wait_for  # bounded by its default 30 s
 
 
 # --- /proc helpers -----------------------------------------------------------------------------------

@@ -18,7 +18,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from waiting import wait_for
 
 from gazette.client.aio import Route
 from gazette.client.sync import Client
@@ -26,6 +25,7 @@ from gazette.fragment.fragment import Fragment
 from gazette.keyspace.etcd import EmbeddedEtcd
 from gazette.keyspace.procutil import read_ready_line, spawn, terminate
 from gazette.protocol.spec import JournalSpec
+from gazette.testing import wait_for
 
 BROKERS = 2
 LEASE_TTL_S = 3  # a killed broker's assignments are released this long after its death

@@ -4,7 +4,6 @@ an auto-refresh or ClusterView's etcd watch makes, with the old and the new valu
 from __future__ import annotations
 
 import threading
-import time
 from typing import Any
 
 import ipywidgets as widgets
@@ -12,18 +11,10 @@ import ipywidgets as widgets
 from gazette.consumer import Application, MemoryStore, ShardSpec
 from gazette.message import Publisher
 from gazette.notebook import CheckpointView, ClusterView, JournalView, SequencerView
+from gazette.testing import wait_for  # bounded by its default 30 s
 
-DEADLINE_S = 30.0
 STAT_TIMEOUT_S = 60.0
 SHARD = "nb-traits-000"
-
-
-def _wait_for(cond, what: str) -> None:
-    deadline = time.monotonic() + DEADLINE_S
-    while not cond():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        time.sleep(0.02)
 
 
 class _Changes:
@@ -72,7 +63,7 @@ def test_auto_refresh_reports_a_failure_through_last_error(magics, journal) -> N
     changes = _Changes(view, ["last_error"])
     view.start(0.05)
     magics.client.delete_journals([journal])
-    _wait_for(lambda: changes.of("last_error"), "a last_error change")
+    wait_for("a last_error change", lambda: changes.of("last_error"))
     old, new, thread = changes.of("last_error")[0]
     assert old is None and "JOURNAL_NOT_FOUND" in new and thread == "gazette-view"
     assert view.status_line == view.status.value == f"refresh failed: {new}"
@@ -134,15 +125,15 @@ def test_cluster_view_journals_trait_changes_from_the_etcd_watch(magics, journal
     refreshes = view.refreshes
     fresh = journal + "-observed"
     client.apply_journals([cluster.journal_spec(fresh)])
-    _wait_for(
-        lambda: any(new.get(fresh, {}).get("primary") for _, new, _ in changes.of("journals")),
+    wait_for(
         "a journals change with the new journal's primary",
+        lambda: any(new.get(fresh, {}).get("primary") for _, new, _ in changes.of("journals")),
     )
     assert view.refreshes == refreshes  # the watch changed the trait, not refresh()
     assert changes.of("updates") and all(
         t != threading.current_thread().name for _, _, t in changes.of("journals")
     )
     client.delete_journals([fresh])
-    _wait_for(lambda: fresh not in changes.of("journals")[-1][1], "a journals change without it")
+    wait_for("a journals change without it", lambda: fresh not in changes.of("journals")[-1][1])
     view.close()
     assert not view.watching

@@ -12,16 +12,7 @@ from gazette.consumer import Application, MemoryStore, ShardSpec
 from gazette.local.cluster import LocalCluster
 from gazette.message import Publisher, ReadCommitted
 from gazette.notebook import CheckpointView, ClusterView, JournalView, SequencerView
-
-DEADLINE_S = 30.0
-
-
-def _wait_for(cond, what: str) -> None:
-    deadline = time.monotonic() + DEADLINE_S
-    while not cond():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        time.sleep(0.02)
+from gazette.testing import wait_for  # bounded by its default 30 s
 
 
 def test_journal_view_write_head_and_fragments_follow_appends_and_flush(magics, journal) -> None:
@@ -46,7 +37,7 @@ def test_auto_refresh_picks_up_an_append_and_stops_cleanly(magics, journal) -> N
     view = JournalView(client, journal, auto_refresh_s=0.05)
     assert view.running
     client.append(journal, b"0123456789\n")
-    _wait_for(lambda: view.write_head.value == 11, "the auto-refreshed write head")
+    wait_for("the auto-refreshed write head", lambda: view.write_head.value == 11)
     view.stop()
     assert not view.running
     refreshes = view.refreshes
@@ -64,7 +55,7 @@ def test_auto_refresh_survives_a_failing_source(magics, journal) -> None:
         JournalView(client, "tests/notebook/never-created")
     view = JournalView(client, journal, auto_refresh_s=0.05)
     client.delete_journals([journal])
-    _wait_for(lambda: view.last_error is not None, "a failed refresh")
+    wait_for("a failed refresh", lambda: view.last_error is not None)
     assert "JOURNAL_NOT_FOUND" in view.status.value
     assert view.running  # it retries at the next tick
     view.close()
@@ -161,13 +152,15 @@ def test_cluster_view_follows_the_etcd_watch_without_refreshes(magics, journal) 
 
         fresh = journal + "-watched"
         client.apply_journals([cluster.journal_spec(fresh, labels={"team": "x"})])
-        _wait_for(
-            lambda: view.journals.get(fresh, {}).get("primary") == b0.suffix, "the new journal's primary"
+        wait_for(
+            "the new journal's primary",
+            lambda: view.journals.get(fresh, {}).get("primary") == b0.suffix,
         )
         assert view.journals[fresh]["members"] == [b0.suffix]
         assert view.count.value == len(view.journals) and fresh in view.body.value
-        _wait_for(
-            lambda: view.shards.get("nb-000", {}).get("status") == "PRIMARY", "the shard's PRIMARY status"
+        wait_for(
+            "the shard's PRIMARY status",
+            lambda: view.shards.get("nb-000", {}).get("status") == "PRIMARY",
         )
         (replica,) = view.shards["nb-000"]["replicas"]
         assert (replica["slot"], replica["status"]) == (0, "PRIMARY")
@@ -175,7 +168,7 @@ def test_cluster_view_follows_the_etcd_watch_without_refreshes(magics, journal) 
 
         client.delete_journals([fresh])
         group.apply([], deletes=["nb-000"])
-        _wait_for(lambda: fresh not in view.journals and not view.shards, "the deletions")
+        wait_for("the deletions", lambda: fresh not in view.journals and not view.shards)
         assert view.refreshes == refreshes and view.updates > 0  # the watch changed the model, not refresh()
         tasks = view.watch_tasks
         view.close()
@@ -206,12 +199,12 @@ def test_cluster_view_sees_a_killed_broker_leave(etcd, etcd_root, tmp_path) -> N
         assert sorted(b["suffix"] for b in view.brokers.values()) == ["broker-0", "broker-1"]
         assert sorted(view.journals["tests/notebook/killed"]["members"]) == ["broker-0", "broker-1"]
         cluster.kill_broker(1)
-        _wait_for(
+        wait_for(
+            "the killed broker to leave the view",
             lambda: (
                 [b["suffix"] for b in view.brokers.values()] == ["broker-0"]
                 and view.journals["tests/notebook/killed"]["members"] == ["broker-0"]
             ),
-            "the killed broker to leave the view",
         )
         assert view.journals["tests/notebook/killed"]["primary"] == "broker-0"
         view.close()
