@@ -20,14 +20,9 @@ import pyarrow.compute as pc
 
 from gazette.message.checkpoint import Checkpoint
 from gazette.message.envelope import Envelope
-from gazette.message.sequencer import RING_SIZE_DEFAULT, QueueOutcome, Sequencer
-from gazette.message.uuid import Flags
+from gazette.message.sequencer import RING_SIZE_DEFAULT, Sequencer
+from gazette.message.sequencing import drive
 
-_ACK = int(Flags.ACK_TXN)
-_REPLAY = QueueOutcome.ACK_COMMIT_REPLAY
-_COMMITS = frozenset(
-    {QueueOutcome.OUTSIDE_COMMIT, QueueOutcome.ACK_EMPTY, QueueOutcome.ACK_COMMIT_RING, _REPLAY}
-)
 DECISION_SCHEMA = "journal string, begin long"
 
 
@@ -77,39 +72,34 @@ class CommitTracker:
     ) -> None:
         """Queues rows with ids first_id, first_id + 1, ... (producer: 12 hex chars or None; an
         Arrow string column of them is converted in bulk)."""
-        seq = self.sequencer
-        queue = seq.queue
-        step = seq.step
-        journal = self.journal
-        retained = self._retained
-        keep = retained.append
-        keep_begin = self._retained_begins.append
         out = self.committed.append
-        rid = first_id
         # One Python loop per row is the floor here (the Sequencer is per message): everything
         # else is converted to plain lists up front, which iterate far faster than numpy arrays.
         pids = self._producer_ids(producers)
         rows = zip(_ints(begins), _ints(ends), pids, _ints(clocks), _ints(flags), strict=True)
+        for done in drive(self.sequencer, self._retain(first_id, rows), self._replay, skip_acks=True):
+            out(done.message)
+
+    def _retain(self, rid: int, rows: Iterator[tuple[int, int, bytes, int, int]]) -> Iterator[Envelope]:
+        """Envelopes of `rows` (their ids from `rid` on), each retained as the Sequencer takes it."""
+        journal = self.journal
+        keep = self._retained.append
+        keep_begin = self._retained_begins.append
         for begin, end, pid, clock, flag in rows:
             env = Envelope(journal, begin, end, rid, None, pid, clock, flag)
             keep(env)
             keep_begin(begin)
             rid += 1
-            outcome = queue(env)
-            if outcome not in _COMMITS:
-                continue
-            if outcome is _REPLAY:
-                _, lo, hi = seq.replay_range()
-                retained_begins = self._retained_begins
-                i = bisect.bisect_left(retained_begins, lo)
-                j = bisect.bisect_left(retained_begins, hi)
-                if self._history is not None and lo < self._base:
-                    seq.start_replay(self._history(lo, min(hi, self._base)) + retained[i:j])
-                else:
-                    seq.start_replay(retained[i:j])
-            while (done := step()) is not None:
-                if done.flags != _ACK:
-                    out(done.message)
+            yield env
+
+    def _replay(self, journal: str, lo: int, hi: int) -> list[Envelope]:
+        """The retained rows of [lo, hi), after `history`'s below the checkpoint's offset."""
+        retained_begins = self._retained_begins
+        i = bisect.bisect_left(retained_begins, lo)
+        j = bisect.bisect_left(retained_begins, hi)
+        if self._history is not None and lo < self._base:
+            return self._history(lo, min(hi, self._base)) + self._retained[i:j]
+        return self._retained[i:j]
 
     def _producer_ids(self, producers: Iterable[str | None] | pa.Array | pa.ChunkedArray) -> list[bytes]:
         """Producer IDs as bytes (b"": none), each distinct hex string converted once."""
@@ -192,14 +182,8 @@ def committed_reference(envelopes: Iterable[Envelope]) -> Iterator[Envelope]:
     by_journal: dict[str, list[Envelope]] = {}
     for e in envs:
         by_journal.setdefault(e.journal, []).append(e)
-    seq = Sequencer()
-    for e in envs:
-        outcome = seq.queue(e)
-        if outcome not in _COMMITS:
-            continue
-        if outcome is _REPLAY:
-            journal, lo, hi = seq.replay_range()
-            seq.start_replay([r for r in by_journal[journal] if lo <= r.begin and r.end <= hi])
-        while (done := seq.step()) is not None:
-            if done.flags != _ACK:
-                yield done
+
+    def replay(journal: str, lo: int, hi: int) -> list[Envelope]:
+        return [r for r in by_journal[journal] if lo <= r.begin and r.end <= hi]
+
+    yield from drive(Sequencer(), envs, replay, skip_acks=True)

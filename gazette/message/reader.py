@@ -10,6 +10,7 @@ over an AsyncClient on the loop. ReadCommitted sequences where the caller iterat
 
 from __future__ import annotations
 
+import itertools
 import logging
 from collections.abc import AsyncIterator, Iterator, Mapping
 from types import TracebackType
@@ -21,8 +22,8 @@ from gazette.message.checkpoint import Checkpoint
 from gazette.message.envelope import Envelope
 from gazette.message.framing import Decoder, Framing, FramingError, content_types, framing_for
 from gazette.message.mapping import CONTENT_TYPE_LABEL
-from gazette.message.sequencer import RING_SIZE_DEFAULT, QueueOutcome, Sequencer
-from gazette.message.uuid import Flags
+from gazette.message.sequencer import RING_SIZE_DEFAULT, Sequencer
+from gazette.message.sequencing import adrive, drive
 from gazette.protocol.errors import GazetteError, ValidationError
 from gazette.protocol.selector import LabelSelector
 from gazette.protocol.spec import JournalSpec
@@ -32,13 +33,6 @@ from gazette.protocol.validate import validate_journal_name
 __all__ = ["ReadCommitted", "ReadUncommitted"]
 
 log = logging.getLogger(__name__)
-
-_ACK = int(Flags.ACK_TXN)
-_O_REPLAY = QueueOutcome.ACK_COMMIT_REPLAY
-# Outcomes that leave a committed sequence to dequeue with step(); the others drop or hold.
-_COMMITS = frozenset(
-    {QueueOutcome.OUTSIDE_COMMIT, QueueOutcome.ACK_EMPTY, QueueOutcome.ACK_COMMIT_RING, _O_REPLAY}
-)
 
 
 def _check_client(client: object) -> None:
@@ -363,40 +357,32 @@ class ReadCommitted(ReadUncommitted):
         """Where to resume: every envelope returned so far counts as processed (see Sequencer.checkpoint)."""
         return self.sequencer.checkpoint(prune_horizon)
 
-    def _replay_reader(self) -> ReadUncommitted:
-        journal, begin, end = self.sequencer.replay_range()
+    def _replay_reader(self, journal: str, begin: int, end: int) -> ReadUncommitted:
+        """The read of the sequencer's `replay_range()` (journal, begin, end)."""
         self.replays += 1
         log.debug("journal %s: replaying [%d, %d) for a sequence no longer in the ring", journal, begin, end)
         return replay_reader(self.client, journal, begin, end, self.framing, strict=self.strict)
 
-    # The two loops below are the same algorithm; the sync one streams a replay through the loop
-    # thread, the async one (whose step() cannot await) reads the replay range into a list first.
-    # Each envelope is yielded only after the following step(), which marks it processed.
+    def _replay(self, journal: str, begin: int, end: int) -> Iterator[Envelope]:
+        return iter(self._replay_reader(journal, begin, end))
+
+    async def _areplay(self, journal: str, begin: int, end: int) -> list[Envelope]:
+        return [e async for e in self._replay_reader(journal, begin, end)]
+
+    # Both iterations are gazette.message.sequencing's driver; the sync one streams a replay through
+    # the loop thread, the async one (whose step() cannot await) reads the replay range into a list
+    # first. Each envelope is yielded only after the following step() (hold=True), which marks it
+    # processed.
 
     def _iterate(self) -> Iterator[Envelope]:
         if not isinstance(self.client, Client):
             raise TypeError(f"{type(self).__name__} over an AsyncClient is an async iterator: use `async for`")
         if self.offset == -1:
             self._start_at(self.client.read_head(self.journal))
-        seq = self.sequencer
-        queue, step = seq.queue, seq.step
-        skip_acks = self.skip_acks
-        commits = _COMMITS
         batches = self.client._loop.iterate(self.batches())
+        envelopes = itertools.chain.from_iterable(batches)
         try:
-            for batch in batches:
-                for env in batch:
-                    outcome = queue(env)
-                    if outcome not in commits:
-                        continue
-                    if outcome is _O_REPLAY:
-                        seq.start_replay(iter(self._replay_reader()))
-                    cur = step()
-                    while cur is not None:
-                        nxt = step()
-                        if not skip_acks or cur.flags != _ACK:
-                            yield cur
-                        cur = nxt
+            yield from drive(self.sequencer, envelopes, self._replay, skip_acks=self.skip_acks, hold=True)
         finally:
             batches.close()  # type: ignore[attr-defined]
 
@@ -408,20 +394,6 @@ class ReadCommitted(ReadUncommitted):
             )
         if self.offset == -1:
             self._start_at(await self.client.read_head(self.journal))
-        seq = self.sequencer
-        queue, step = seq.queue, seq.step
-        skip_acks = self.skip_acks
-        commits = _COMMITS
-        async for batch in self.batches():
-            for env in batch:
-                outcome = queue(env)
-                if outcome not in commits:
-                    continue
-                if outcome is _O_REPLAY:
-                    seq.start_replay([e async for e in self._replay_reader()])
-                cur = step()
-                while cur is not None:
-                    nxt = step()
-                    if not skip_acks or cur.flags != _ACK:
-                        yield cur
-                    cur = nxt
+        driven = adrive(self.sequencer, self.batches(), self._areplay, skip_acks=self.skip_acks, hold=True)
+        async for env in driven:
+            yield env

@@ -188,111 +188,140 @@ class Sequencer:
     # -- queue ------------------------------------------------------------------------------------
 
     def queue(self, env: Envelope) -> QueueOutcome:
-        """Applies the next read-uncommitted envelope (of any journal, in that journal's order)."""
+        """Applies the next read-uncommitted envelope (of any journal, in that journal's order).
+
+        Classifies it by its clock and flags against its producer's state and applies that outcome
+        (one method each, below): a duplicate is dropped, a CONTINUE_TXN joins the open span, an
+        ACK_TXN rolls the span back or commits it, and any other message commits on its own."""
         if self._emit is not None:
             raise SequencerError(
                 f"queue({env.journal}@{env.begin}) called while a committed sequence of journal "
                 f"{self._emit.journal!r} remains to dequeue: call step() until it returns None first"
             )
-        # Evict the ring slot at head (step 0 in docs/semantics.md#sequencer).
-        head = self._head
+        head = self._head  # evict the ring slot at head (step 0 in docs/semantics.md#sequencer)
         owner = self._ring_owner[head]
         if owner is not None:
-            if owner.ring_start == head:
-                nxt = self._ring_next[head]
-                if nxt == -1:
-                    owner.ring_start = owner.ring_stop = -1
-                else:
-                    owner.ring_start = nxt
-            self._ring_owner[head] = None
-            self._ring_env[head] = None
-
+            self._evict(owner, head)
         clock = env.clock
         if clock == 0:
-            # No UUID: a throwaway partial, committed as OUTSIDE_TXN with clock 1, never deduplicated.
-            throwaway = _Partial(env.journal, env.producer, 0, -1, self._journal_counts(env.journal))
-            throwaway.counts[_ROW_OUTSIDE + _O_OUTSIDE_COMMIT] += 1
-            self._commit(env, throwaway, 1)
-            throwaway.begin = env.begin
-            return _O_OUTSIDE_COMMIT
-
+            return self._commit_clockless(env)
         key = (env.journal, env.producer)
-        found = self._partials.get(key)
-        if found is not None:
-            partial = found
-        else:
+        partial = self._partials.get(key)
+        if partial is None:
             partial = _Partial(env.journal, env.producer, clock - 1, -1, self._journal_counts(env.journal))
             self._partials[key] = partial
         flags = env.flags
-
         if flags == _CONTINUE:
             if clock <= partial.min_clock:
-                outcome = _O_CONTINUE_ACKED
-            elif clock <= partial.max_clock:
-                outcome = _O_CONTINUE_LARGER
-            else:
-                if partial.begin == -1:
-                    outcome = _O_BEGIN
-                    partial.begin = env.begin
-                    self._pending.add(partial)
-                else:
-                    outcome = _O_EXTEND
-                self._add(env, partial)
-                partial.max_clock = clock
-            self._offsets[env.journal] = env.end
-            partial.counts[_ROW_CONTINUE + outcome] += 1
-            return outcome
-
+                return self._drop(env, partial, _ROW_CONTINUE, _O_CONTINUE_ACKED)
+            if clock <= partial.max_clock:
+                return self._drop(env, partial, _ROW_CONTINUE, _O_CONTINUE_LARGER)
+            return self._hold(env, partial)
         if flags == _ACK:
             if clock <= partial.min_clock:
-                if clock < partial.min_clock:
-                    log.error(
-                        "ACK_TXN of producer %s in journal %s at offset %d has clock %d below the last "
-                        "ACK %d (an upstream shard restored an older checkpoint): loss of exactly-once "
-                        "semantics, falling back to at-least-once",
-                        partial.producer.hex(),
-                        env.journal,
-                        env.begin,
-                        clock,
-                        partial.min_clock,
-                    )
-                partial.min_clock = partial.max_clock = clock
-                partial.begin = partial.ring_start = partial.ring_stop = -1
-                self._pending.discard(partial)
-                self._offsets[env.journal] = env.end
-                partial.counts[_ROW_ACK + _O_ROLLBACK] += 1
-                return _O_ROLLBACK
+                return self._rollback(env, partial)
             if partial.begin == -1:
-                outcome = _O_EMPTY
-            elif partial.ring_start == -1:
-                outcome = _O_REPLAY  # no part of the span is in the ring
-            elif partial.begin != self._ring_env[partial.ring_start].begin:  # type: ignore[union-attr]
-                outcome = _O_REPLAY  # the span's head was evicted
-            else:
-                outcome = _O_RING
-            self._commit(env, partial, clock)
-            if outcome == _O_EMPTY:
-                partial.begin = env.begin
-            partial.counts[_ROW_ACK + outcome] += 1
-            return outcome
-
-        row = _ROW_OUTSIDE
-        if flags != _OUTSIDE:
-            row = _ROW_UNKNOWN
-            if key not in self._warned_flags:
-                self._warned_flags.add(key)
-                log.warning(
-                    "message of producer %s in journal %s at offset %d has unknown UUID flags %#x; "
-                    "treating it (and this producer's later ones) as OUTSIDE_TXN",
-                    partial.producer.hex(),
-                    env.journal,
-                    env.begin,
-                    flags,
-                )
+                return self._commit_ack_empty(env, partial)
+            return self._commit_span(env, partial)
+        row = _ROW_OUTSIDE if flags == _OUTSIDE else self._unknown_flags(env, partial, key)
         if clock <= partial.min_clock:
-            self._offsets[env.journal] = env.end
-            partial.counts[row + _O_OUTSIDE_ACKED] += 1
-            return _O_OUTSIDE_ACKED
+            return self._drop(env, partial, row, _O_OUTSIDE_ACKED)
+        return self._commit_outside(env, partial, row)
+
+    def _evict(self, owner: _Partial, head: int) -> None:
+        """Frees the ring slot at head, held by `owner`, for the next envelope."""
+        if owner.ring_start == head:
+            nxt = self._ring_next[head]
+            if nxt == -1:
+                owner.ring_start = owner.ring_stop = -1
+            else:
+                owner.ring_start = nxt
+        self._ring_owner[head] = None
+        self._ring_env[head] = None
+
+    # The outcomes of queue(), one method each. Only a commit leaves a sequence for step() to dequeue;
+    # the others advance the journal's read-through offset past `env` at once.
+
+    def _drop(self, env: Envelope, partial: _Partial, row: int, outcome: QueueOutcome) -> QueueOutcome:
+        """A duplicate (OUTSIDE_ALREADY_ACKED, CONTINUE_ALREADY_ACKED, CONTINUE_TXN_CLOCK_LARGER):
+        at or below what was acknowledged, or already in the open span."""
+        self._offsets[env.journal] = env.end
+        partial.counts[row + outcome] += 1
+        return outcome
+
+    def _hold(self, env: Envelope, partial: _Partial) -> QueueOutcome:
+        """CONTINUE_TXN above the open span (CONTINUE_BEGIN_SPAN, CONTINUE_EXTEND_SPAN): pending in
+        the ring until its ACK."""
+        if partial.begin == -1:
+            outcome = _O_BEGIN
+            partial.begin = env.begin
+            self._pending.add(partial)
+        else:
+            outcome = _O_EXTEND
+        self._add(env, partial)
+        partial.max_clock = env.clock
+        self._offsets[env.journal] = env.end
+        partial.counts[_ROW_CONTINUE + outcome] += 1
+        return outcome
+
+    def _rollback(self, env: Envelope, partial: _Partial) -> QueueOutcome:
+        """ACK_ROLLBACK: an ACK_TXN at or below the last ACK discards the open span."""
+        clock = env.clock
+        if clock < partial.min_clock:
+            log.error(
+                "ACK_TXN of producer %s in journal %s at offset %d has clock %d below the last "
+                "ACK %d (an upstream shard restored an older checkpoint): loss of exactly-once "
+                "semantics, falling back to at-least-once",
+                partial.producer.hex(),
+                env.journal,
+                env.begin,
+                clock,
+                partial.min_clock,
+            )
+        partial.min_clock = partial.max_clock = clock
+        partial.begin = partial.ring_start = partial.ring_stop = -1
+        self._pending.discard(partial)
+        self._offsets[env.journal] = env.end
+        partial.counts[_ROW_ACK + _O_ROLLBACK] += 1
+        return _O_ROLLBACK
+
+    def _commit_ack_empty(self, env: Envelope, partial: _Partial) -> QueueOutcome:
+        """ACK_EMPTY: an ACK_TXN above the last ACK with no open span commits just itself."""
+        self._commit(env, partial, env.clock)
+        partial.begin = env.begin
+        partial.counts[_ROW_ACK + _O_EMPTY] += 1
+        return _O_EMPTY
+
+    def _commit_span(self, env: Envelope, partial: _Partial) -> QueueOutcome:
+        """ACK_COMMIT_RING, or ACK_COMMIT_REPLAY when the span's head is no longer in the ring (the
+        caller then replays `replay_range()`): an ACK_TXN above the last ACK commits the open span."""
+        start = partial.ring_start
+        if start != -1 and partial.begin == self._ring_env[start].begin:  # type: ignore[union-attr]
+            outcome = _O_RING
+        else:
+            outcome = _O_REPLAY  # no part of the span is in the ring, or its head was evicted
+        self._commit(env, partial, env.clock)
+        partial.counts[_ROW_ACK + outcome] += 1
+        return outcome
+
+    def _unknown_flags(self, env: Envelope, partial: _Partial, key: tuple[str, bytes]) -> int:
+        """The statistics row of a message with unknown UUID flags, which is treated as OUTSIDE_TXN
+        (logged once per producer)."""
+        if key not in self._warned_flags:
+            self._warned_flags.add(key)
+            log.warning(
+                "message of producer %s in journal %s at offset %d has unknown UUID flags %#x; "
+                "treating it (and this producer's later ones) as OUTSIDE_TXN",
+                partial.producer.hex(),
+                env.journal,
+                env.begin,
+                env.flags,
+            )
+        return _ROW_UNKNOWN
+
+    def _commit_outside(self, env: Envelope, partial: _Partial, row: int) -> QueueOutcome:
+        """OUTSIDE_COMMIT: an OUTSIDE_TXN message above the last ACK commits alone; an open span of
+        its producer is discarded."""
         if partial.begin != -1 and partial.begin != env.begin:  # (equal: re-read after a restore)
             log.warning(
                 "OUTSIDE_TXN message of producer %s in journal %s at offset %d follows its open "
@@ -314,10 +343,19 @@ class Sequencer:
         head += 1
         self._head = 0 if head == self._ring_size else head
         partial.begin = env.begin
-        partial.max_clock = clock
+        partial.max_clock = env.clock
         self._emit = partial
         self._emit_end = env.end
         partial.counts[row + _O_OUTSIDE_COMMIT] += 1
+        return _O_OUTSIDE_COMMIT
+
+    def _commit_clockless(self, env: Envelope) -> QueueOutcome:
+        """OUTSIDE_COMMIT of a message without UUID (clock 0): a throwaway partial, committed as
+        OUTSIDE_TXN with clock 1, never deduplicated."""
+        throwaway = _Partial(env.journal, env.producer, 0, -1, self._journal_counts(env.journal))
+        throwaway.counts[_ROW_OUTSIDE + _O_OUTSIDE_COMMIT] += 1
+        self._commit(env, throwaway, 1)
+        throwaway.begin = env.begin
         return _O_OUTSIDE_COMMIT
 
     def _add(self, env: Envelope, partial: _Partial) -> None:
