@@ -16,11 +16,36 @@ from gazette import aio  # noqa: E402
 from gazette.client.sync import Client, connect  # noqa: E402
 from gazette.client.timeouts import CallTimeout  # noqa: E402
 from gazette.fragment.fragment import Fragment  # noqa: E402
-from gazette.protocol.errors import GazetteError  # noqa: E402
+from gazette.protocol.errors import (  # noqa: E402
+    AppendError,
+    ConfigurationError,
+    FencedError,
+    GazetteError,
+    PeerError,
+    StateError,
+    StoreError,
+    ValidationError,
+)
 from gazette.protocol.spec import JournalSpec  # noqa: E402
 from gazette.protocol.status import Status  # noqa: E402
 
-__all__ = ["CallTimeout", "Client", "Fragment", "GazetteError", "JournalSpec", "Status", "aio", "connect"]
+__all__ = [
+    "AppendError",
+    "CallTimeout",
+    "Client",
+    "ConfigurationError",
+    "FencedError",
+    "Fragment",
+    "GazetteError",
+    "JournalSpec",
+    "PeerError",
+    "StateError",
+    "Status",
+    "StoreError",
+    "ValidationError",
+    "aio",
+    "connect",
+]
 
 
 def _version() -> str:

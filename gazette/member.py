@@ -48,8 +48,8 @@ from gazette.tasks import TaskGroup, cancel_and_wait
 
 log = logging.getLogger(__name__)
 
-STOP_TASKS_TIMEOUT_S = tunables.STOP_TASKS_TIMEOUT_S  # a stop's wait for its background tasks before cancelling them
-RENEW_RETRY_S = tunables.RENEW_RETRY_S  # between attempts to get a new lease and announce again (RENEW policy)
+STOP_TASKS_TIMEOUT_S = tunables.STOP_TASKS_TIMEOUT_S  # a stop's wait for background tasks, then cancel
+RENEW_RETRY_S = tunables.RENEW_RETRY_S  # between attempts to re-lease and re-announce (RENEW policy)
 
 
 class LeaseLossPolicy(enum.Enum):

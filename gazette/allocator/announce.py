@@ -17,12 +17,13 @@ from collections.abc import Callable
 import aetcd
 from aetcd import rpc
 
+from gazette import tunables
 from gazette.keyspace.etcd import txn
 from gazette.tasks import cancel_and_wait
 
 log = logging.getLogger(__name__)
 
-DEFAULT_LEASE_TTL_S = 20
+DEFAULT_LEASE_TTL_S = tunables.LEASE_TTL_S
 ANNOUNCE_RETRY_S = 10.0
 # A lease is refreshed three times per TTL, so one or two lost refreshes do not lose it.
 KEEP_ALIVE_PER_TTL = 3

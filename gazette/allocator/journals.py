@@ -11,12 +11,13 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from gazette import tunables
 from gazette.allocator.state import AllocatorAdapter, Assignment
 from gazette.protocol import broker_pb2 as pb
 from gazette.protocol.spec import JournalSpec, SuspendLevel
 
 # The broker's --max-replication default (docs/semantics.md#journal-specs).
-DEFAULT_MAX_REPLICATION = 9
+DEFAULT_MAX_REPLICATION = tunables.BROKER_MAX_REPLICATION
 
 
 def journal_desired_replication(spec: JournalSpec, max_replication: int = DEFAULT_MAX_REPLICATION) -> int:

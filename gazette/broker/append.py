@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING
 
 import grpc
 
+from gazette import tunables
 from gazette.allocator.journals import journal_desired_replication, route_equivalent
 from gazette.auth.tokens import Claims
 from gazette.broker.assignments import (
@@ -31,6 +32,7 @@ from gazette.broker.assignments import (
     update_assignments,
     update_suspend,
 )
+from gazette.broker.flow import FlowControlUnderflow
 from gazette.broker.pipeline import Pipeline
 from gazette.broker.resolver import Resolution
 from gazette.broker.wire import ContentChunk
@@ -60,7 +62,7 @@ log = logging.getLogger(__name__)
 # (docs/semantics.md#fragment-stores).
 STORE_HEALTH_MAX_FAILED_CHECKS = 5
 # A primary whose replica is not yet built (the reconcile lags the KeySpace) re-resolves after this.
-REPLICA_WAIT_S = 0.02
+REPLICA_WAIT_S = tunables.REPLICA_WAIT_S
 # SUSPEND_IF_FLUSHED takes a journal whose spec has no flush_interval as idle once its last fragment
 # has been persisted this long (Gazette's default of the idle window).
 IDLE_FLUSH_INTERVAL_S = 24 * 3600.0
@@ -127,6 +129,7 @@ class AppendFSM:
         self.client_length = 0
         self.client_sum = hashlib.sha1()
         self.total_chunks = 0
+        self.delayed_chunks = 0  # chunks the journal's max_append_rate held back (broker/flow.py)
         self.pln_codec = Codec.NONE
         self.rolled: Fragment | None = None
         self._cancelled = False
@@ -181,7 +184,10 @@ class AppendFSM:
         """The AppendResponse of the finished FSM: status, header, registers where the status
         carries them, and on success the commit fragment of just this client's bytes."""
         assert self.res is not None
-        resp = pb.AppendResponse(status=to_pb(self.status), header=self.res.header, total_chunks=self.total_chunks)
+        resp = pb.AppendResponse(
+            status=to_pb(self.status), header=self.res.header, total_chunks=self.total_chunks,
+            delayed_chunks=self.delayed_chunks,
+        )  # fmt: skip
         if self.status in (Status.OK, Status.REGISTER_MISMATCH, Status.WRONG_APPEND_OFFSET, Status.INDEX_HAS_GREATER_OFFSET):
             resp.registers.CopyFrom(self.registers.to_proto())
         if self.store_health_error:
@@ -454,8 +460,11 @@ class AppendFSM:
         writable = spec.writable and req.suspend not in (
             SUSPEND.SUSPEND_IF_FLUSHED, SUSPEND.SUSPEND_NOW, SUSPEND.SUSPEND_KEEP
         )
+        assert self.replica is not None
+        flow = self.replica.append_flow  # ours while we hold the pipeline
+        admitted = flow.admit(requests, _content_size, journal_rate=spec.max_append_rate, invalidated=res.invalidated)
         try:
-            async for chunk in requests:
+            async for chunk in admitted:
                 if self.client_commit:
                     problem = "expected EOF after the empty commit message"
                     break
@@ -496,6 +505,9 @@ class AppendFSM:
             problem = "client cancelled the append"
         except grpc.aio.AioRpcError as exc:
             problem = f"client stream broke: {exc.code().name}"
+        except FlowControlUnderflow as exc:
+            problem = str(exc)
+        self.delayed_chunks = flow.delayed_chunks
 
         # As Gazette, a register update that is present (even if empty) needs appended bytes.
         if eof and problem is None and self.client_length == 0 and (
@@ -602,6 +614,11 @@ def _validate_registers(req: pb.AppendRequest) -> None:
             if previous is not None and previous[0] == lbl.name and previous[1] == "":
                 raise ValidationError(f'{where}: label "{lbl.name}" has both an empty and a non-empty value')
             previous = (lbl.name, lbl.value)
+
+
+def _content_size(chunk: AppendChunk) -> int:
+    """What a chunk costs the journal's append rate: its content bytes."""
+    return len(chunk.content)
 
 
 async def _as_protos(requests: AsyncIterator[AppendChunk]) -> AsyncIterator[pb.AppendRequest]:

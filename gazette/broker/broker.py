@@ -14,6 +14,7 @@ from collections.abc import AsyncIterator
 
 import grpc
 
+from gazette import tunables
 from gazette.allocator import broker_spec_exiting, journal_adapter
 from gazette.auth.tls import TLSConfig
 from gazette.auth.tokens import AuthError, Capability, Claims, KeyedAuth, header_of
@@ -48,11 +49,11 @@ from gazette.protocol.status import Status
 log = logging.getLogger(__name__)
 
 DEFAULT_ROOT = "/gazette/cluster"
-DEFAULT_LEASE_TTL_S = 20
-DEFAULT_MAX_REPLICATION = 9
+DEFAULT_LEASE_TTL_S = tunables.LEASE_TTL_S
+DEFAULT_MAX_REPLICATION = tunables.BROKER_MAX_REPLICATION
 GRACEFUL_STOP_S = 5.0
 RENEW_HOLD_TTLS = 3  # after a lease renewal, unassigned replicas are kept this many lease TTLs
-DEFAULT_EXIT_DRAIN_S = 60.0  # how long a graceful stop waits for the allocator to move journals away
+DEFAULT_EXIT_DRAIN_S = tunables.BROKER_EXIT_DRAIN_S  # how long a graceful stop waits for the allocator to move journals away
 
 
 class Broker(Member):

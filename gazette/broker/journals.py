@@ -21,7 +21,7 @@ from gazette.fragment.health import check_delete, health_of
 from gazette.keyspace import layout
 from gazette.protocol import broker_pb2 as pb
 from gazette.protocol import gazette_py_pb2 as gpy
-from gazette.protocol.errors import GazetteError
+from gazette.protocol.errors import GazetteError, ValidationError
 from gazette.protocol.labels import LabelSet
 from gazette.protocol.selector import LabelSelector, journal_labels
 from gazette.protocol.spec import JournalSpec, validate_store_url
@@ -107,7 +107,7 @@ async def serve_apply(
     try:
         for ch in req.changes:
             if ch.HasField("upsert") == bool(ch.delete):
-                raise GazetteError(Status.OK, "each change must have exactly one of upsert or delete")
+                raise ValidationError("each change must have exactly one of upsert or delete")
             if ch.HasField("upsert"):
                 spec = JournalSpec.from_proto(ch.upsert)
                 spec.validate()
@@ -124,8 +124,8 @@ async def serve_apply(
                 if claims is not None and not claims.matches(journal_labels(LabelSet(), ch.delete)):
                     await context.abort(grpc.StatusCode.UNAUTHENTICATED, f"not authorized to {ch.delete}")
                 if ch.expect_mod_revision == 0:
-                    raise GazetteError(
-                        Status.OK, f'deleting journal "{ch.delete}" needs its mod revision (or -1 to ignore it)'
+                    raise ValidationError(
+                        f'deleting journal "{ch.delete}" needs its mod revision (or -1 to ignore it)'
                     )
                 key = layout.item_key(broker.root, ch.delete)
                 ops.append(tx.delete(key.encode()))
@@ -169,7 +169,7 @@ async def serve_list_fragments(
     try:
         validate_journal_name(req.journal)
         if req.page_limit < 0 or req.page_limit > FRAGMENTS_PAGE_MAX:
-            raise GazetteError(Status.OK, f"page_limit {req.page_limit} is invalid (expected 0..{FRAGMENTS_PAGE_MAX})")
+            raise ValidationError(f"page_limit {req.page_limit} is invalid (expected 0..{FRAGMENTS_PAGE_MAX})")
     except GazetteError as exc:
         await context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(exc))
     res = await broker.resolver.resolve(

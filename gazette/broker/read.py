@@ -23,11 +23,12 @@ from typing import TYPE_CHECKING, Any
 
 import grpc
 
+from gazette import tunables
 from gazette.auth.tokens import Capability, Claims
 from gazette.fragment.content import open_fragment
 from gazette.fragment.fragment import Fragment
 from gazette.protocol import broker_pb2 as pb
-from gazette.protocol.errors import GazetteError
+from gazette.protocol.errors import GazetteError, ValidationError
 from gazette.protocol.status import Status, to_pb
 from gazette.protocol.validate import split_journal_meta, validate_journal_name
 from gazette.tasks import first_of
@@ -38,7 +39,7 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 # Gazette uses 32 KiB - 32; per-message overhead dominates in Python, so chunks are larger here.
-READ_CHUNK_BYTES = 256 * 1024
+READ_CHUNK_BYTES = tunables.BROKER_READ_CHUNK_BYTES
 _THREAD_QUEUE_DEPTH = 8
 
 
@@ -89,9 +90,9 @@ async def serve_read(
     try:
         validate_journal_name(journal)
         if req.offset < -1:
-            raise GazetteError(Status.OK, f"read offset {req.offset} is invalid (expected >= -1)")
+            raise ValidationError(f"read offset {req.offset} is invalid (expected >= -1)")
         if req.end_offset and req.end_offset < req.offset:
-            raise GazetteError(Status.OK, f"end_offset {req.end_offset} is before offset {req.offset}")
+            raise ValidationError(f"end_offset {req.end_offset} is before offset {req.offset}")
     except GazetteError as exc:
         await context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(exc))
 

@@ -16,6 +16,7 @@ import logging
 import time
 from collections.abc import Awaitable, Callable
 
+from gazette.broker.flow import AppendFlowControl
 from gazette.broker.metrics import BrokerMetrics
 from gazette.fragment.content import list_fragments
 from gazette.fragment.fragment import Fragment
@@ -57,6 +58,8 @@ class Replica:
         self.spool_slot.put_nowait(self.spool)
         self.pipeline_slot: asyncio.Queue = asyncio.Queue(maxsize=1)
         self.pipeline_slot.put_nowait(None)
+        # Used only by the append holding the pipeline slot (in StreamContent): see broker/flow.py.
+        self.append_flow = AppendFlowControl()
         self.is_primary = False
         # Persist completed spools at once even as a non-primary: set on spools kept across a lease
         # renewal, whose journal's new primary may not hold their content.

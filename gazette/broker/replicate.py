@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING
 
 import grpc
 
+from gazette import tunables
 from gazette.allocator.journals import route_equivalent
 from gazette.auth.tokens import Claims
 from gazette.broker.append import spool_write_failure
@@ -33,7 +34,7 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-REPLICA_WAIT_S = 0.02
+REPLICA_WAIT_S = tunables.REPLICA_WAIT_S
 SPOOL_RECHECK_S = 0.5  # a stream waiting for the spool looks again this often for an idle pipeline
 _EOF = object()
 _ROUTE_CHANGED = object()

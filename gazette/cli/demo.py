@@ -26,6 +26,7 @@ from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
+from gazette import tunables
 from gazette.client.sync import Client
 from gazette.consumer import ConsumerGroup, ReplicaCode, ShardInfo
 from gazette.examples import reports, wordcount
@@ -58,7 +59,7 @@ CONSUMER_KILL_AT, CONSUMER_KILL_GATE = 0.60, 0.75
 # that fails a health check is retried after 10 s, then 100 s, and appends wait for it meanwhile.
 STEP_TIMEOUT_S = 180.0
 STAT_POLL_TIMEOUT_S = 10.0
-POLL_INTERVAL_S = 0.05
+POLL_INTERVAL_S = tunables.LOCAL_POLL_INTERVAL_S
 TOP_WORDS = 10
 REPORT_EVENTS = 200  # events of the batch-report (side effects) example
 SPARK_CONF = {

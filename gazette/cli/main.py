@@ -507,6 +507,14 @@ def broker_serve(
     max_replication: int = typer.Option(9, "--max-replication"),
     exit_drain: float = typer.Option(60.0, "--exit-drain", help="seconds a SIGTERM waits for journals to move away"),
     spool_dir: str | None = typer.Option(None, "--spool-dir"),
+    max_append_rate: int = typer.Option(
+        0, "--max-append-rate", envvar="BROKER_MAX_APPEND_RATE", min=0,
+        help="Bytes/s that lowers every journal's non-zero max_append_rate (0: no broker-wide cap).",
+    ),
+    min_append_rate: int = typer.Option(
+        0, "--min-append-rate", envvar="BROKER_MIN_APPEND_RATE", min=0,
+        help="Abort an append whose client streams slower than this many bytes/s (0: never; Gazette: 65536).",
+    ),
     log_level: str | None = LogLevelOpt,
     log_format: LogFormat | None = LogFormatOpt,
     auth_keys: str | None = typer.Option(
@@ -541,9 +549,12 @@ def broker_serve(
 
     Security flags are Gazette's `gazette serve --broker.*` ones (and their BROKER_* environment)."""
     from gazette.auth.tls import TLSConfig
+    from gazette.broker import flow
     from gazette.broker.broker import Broker
     from gazette.broker.serve import run
 
+    flow.MAX_APPEND_BYTES_PER_S = max_append_rate  # this process's broker-wide rates
+    flow.MIN_APPEND_BYTES_PER_S = min_append_rate
     run(
         Broker(
             etcd,

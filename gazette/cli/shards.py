@@ -29,7 +29,7 @@ from rich.console import Console
 from rich.measure import Measurement
 from rich.table import Table
 
-from gazette.protocol.errors import GazetteError, ValidationError
+from gazette.protocol.errors import PeerError, ValidationError
 
 if TYPE_CHECKING:
     from gazette.client.aio import AsyncClient
@@ -538,15 +538,13 @@ def _run_with_journals(broker: str, etcd: str, fn: Any, timeout: float | None = 
 
 
 def _etcd_errors(etcd: str, fn: Any) -> Any:
-    """`fn()`, with etcd client failures turned into one-line GazetteErrors naming the endpoint."""
+    """`fn()`, with etcd client failures turned into one-line PeerErrors naming the endpoint."""
     import aetcd
-
-    from gazette.protocol.status import Status
 
     try:
         return fn()
     except aetcd.ClientError as exc:
-        raise GazetteError(Status.OK, f"etcd at {etcd}: {exc}") from None
+        raise PeerError(f"etcd at {etcd}: {exc}") from None
 
 
 @shards_app.command("recover")

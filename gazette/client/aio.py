@@ -24,6 +24,7 @@ from typing import Any, NamedTuple
 import grpc
 from google.protobuf.duration_pb2 import Duration
 
+from gazette import tunables
 from gazette.auth.tls import TLSConfig, aio_channel
 from gazette.auth.tokens import UNARY_TOKEN_TTL_S, Capability, KeyedAuth, name_selector
 from gazette.client.timeouts import (
@@ -40,7 +41,7 @@ from gazette.protocol import broker_pb2_grpc as pb_grpc
 from gazette.protocol import gazette_py_pb2 as gpy
 from gazette.protocol import gazette_py_pb2_grpc as gpy_grpc
 from gazette.protocol.endpoints import GRPC_CLIENT_OPTIONS
-from gazette.protocol.errors import GazetteError
+from gazette.protocol.errors import GazetteError, PeerError
 from gazette.protocol.labels import LabelSet
 from gazette.protocol.selector import LabelSelector
 from gazette.protocol.spec import JournalSpec, SpecChange, SuspendLevel
@@ -69,11 +70,11 @@ def _append_content_message(content: memoryview) -> bytes:
 
 FLUSH_METHOD = "/gazette_py.Flusher/Flush"
 # docs/semantics.md#client-retries-and-backoff: 0 after EOF, then 50 ms x2, 100 ms x2, 1 s x2, then 5 s.
-RETRY_BACKOFF_S = (0.05, 0.05, 0.1, 0.1, 1.0, 1.0, 5.0)
+RETRY_BACKOFF_S = tunables.CLIENT_RETRY_BACKOFF_S
 APPEND_RETRY_STATUSES = frozenset(
     {Status.NOT_JOURNAL_PRIMARY_BROKER, Status.NO_JOURNAL_PRIMARY_BROKER, Status.INSUFFICIENT_JOURNAL_BROKERS}
 )
-MAX_RETRY_ATTEMPTS = 20
+MAX_RETRY_ATTEMPTS = tunables.CLIENT_MAX_RETRY_ATTEMPTS
 # A read meeting these (a route in flux) retries after a backoff.
 _READ_RETRY_STATUSES = frozenset(
     {Status.NOT_JOURNAL_BROKER, Status.INSUFFICIENT_JOURNAL_BROKERS, Status.NO_JOURNAL_PRIMARY_BROKER}
@@ -457,8 +458,7 @@ class AsyncClient:
                         raise
                     if resp.content:
                         if resp.offset != offset:
-                            raise GazetteError(
-                                Status.OK,
+                            raise PeerError(
                                 f"read of {journal} got content at {resp.offset}, expected {offset}",
                             )
                         yield ReadChunk(offset, resp.content, write_head, fragment)
@@ -598,8 +598,7 @@ class AsyncClient:
         except GazetteError as exc:
             code = getattr(exc, "grpc_code", None)
             if code == grpc.StatusCode.UNIMPLEMENTED.name:
-                raise GazetteError(
-                    Status.OK,
+                raise PeerError(
                     f"flush of {journal}: {FLUSH_METHOD} is not implemented where it went ({exc.message}); "
                     "Flush needs a gazette-py broker as the journal's primary (a Gazette broker persists "
                     "its spools on its own, at the journal's fragment.length or flush_interval)",
@@ -708,4 +707,4 @@ def _append_message(status: Status, journal: str, resp: pb.AppendResponse, trace
 
 
 def _from_rpc_error(exc: grpc.aio.AioRpcError) -> GazetteError:
-    return GazetteError(Status.OK, f"{exc.code().name}: {exc.details()}", grpc_code=exc.code().name)
+    return PeerError(f"{exc.code().name}: {exc.details()}", grpc_code=exc.code().name)

@@ -24,7 +24,7 @@ from typing import Any, NamedTuple, TypeVar, cast
 from gazette.client.aio import RETRY_BACKOFF_S, AppendResult, AsyncClient
 from gazette.client.sync import Client
 from gazette.client.timeouts import USE_CLIENT_DEFAULT, CallTimeout, CallTrace, Timeout, resolve_timeout
-from gazette.protocol.errors import GazetteError
+from gazette.protocol.errors import AppendError, GazetteError, StateError
 from gazette.protocol.labels import LabelSet
 from gazette.protocol.selector import LabelSelector
 from gazette.protocol.status import Status
@@ -438,7 +438,7 @@ class AsyncAppendService:
                 j.queue.clear()
         for b in batches:
             _resolve(
-                b.future, exc=GazetteError(Status.OK, "append service aborted before this batch was sent")
+                b.future, exc=AppendError("append service aborted before this batch was sent")
             )
 
     # --- internals (called under self._lock) -----------------------------------------------------
@@ -446,7 +446,7 @@ class AsyncAppendService:
         j = self._journals.get(name)
         if j is None:
             if self._closed:
-                raise GazetteError(Status.OK, f"append service is closed: cannot append to {name}")
+                raise StateError(f"append service is closed: cannot append to {name}")
             validate_journal_name(name, allow_meta=True)
             j = self._journals[name] = _Journal(name)
         if j.error is not None:
@@ -457,7 +457,7 @@ class AsyncAppendService:
                 **j.error.context,
             )
         if self._closed:
-            raise GazetteError(Status.OK, f"append service is closed: cannot append to {name}")
+            raise StateError(f"append service is closed: cannot append to {name}")
         return j
 
     def _open_batch(self, j: _Journal, options: _Options, deps: frozenset) -> _Batch:
@@ -544,7 +544,7 @@ class AsyncAppendService:
                 j.sending = None
                 j.active = False
             if batch is not None:
-                _resolve(batch.future, exc=GazetteError(Status.OK, f"append to {j.name} was cancelled"))
+                _resolve(batch.future, exc=AppendError(f"append to {j.name} was cancelled"))
             raise
 
     async def _send(self, journal: str, batch: _Batch) -> AppendResult:
@@ -584,7 +584,7 @@ class AsyncAppendService:
         err = (
             exc
             if isinstance(exc, GazetteError)
-            else GazetteError(Status.OK, f"append to {j.name} failed: {exc!r}")
+            else AppendError(f"append to {j.name} failed: {exc!r}")
         )
         with self._lock:
             j.error = err
@@ -608,7 +608,7 @@ async def _await_dependencies(journal: str, deps: frozenset[concurrent.futures.F
     for d in deps:
         if d.cancelled() or d.exception() is not None:
             cause = "was cancelled" if d.cancelled() else f"failed: {d.exception()}"
-            raise _DependencyFailed(GazetteError(Status.OK, f"append to {journal}: a dependency {cause}"))
+            raise _DependencyFailed(AppendError(f"append to {journal}: a dependency {cause}"))
 
 
 def _pending_dependencies(deps: Iterable[concurrent.futures.Future]) -> frozenset[concurrent.futures.Future]:
@@ -646,7 +646,7 @@ def _retrieve(wrapper: asyncio.Future) -> None:
 def _raise_first(futures: Iterable[concurrent.futures.Future]) -> None:
     for f in futures:
         if f.cancelled():
-            raise GazetteError(Status.OK, "an append batch was cancelled")
+            raise AppendError("an append batch was cancelled")
         exc = f.exception()
         if exc is not None:
             raise exc

@@ -21,7 +21,7 @@ from gazette.client.append_service import ClientBinding
 from gazette.client.sync import Client
 from gazette.client.timeouts import CallTrace
 from gazette.protocol import broker_pb2 as pb
-from gazette.protocol.errors import GazetteError
+from gazette.protocol.errors import GazetteError, PeerError
 from gazette.protocol.selector import LabelSelector
 from gazette.protocol.spec import JournalSpec
 from gazette.protocol.status import Status
@@ -156,8 +156,8 @@ class JournalWatch:
             except grpc.aio.AioRpcError as exc:
                 if exc.code() in _FATAL_GRPC_CODES:
                     await self._fail(
-                        GazetteError(Status.OK, f"watch of {self.selector}: {exc.code().name}: {exc.details()}",
-                                     grpc_code=exc.code().name)
+                        PeerError(f"watch of {self.selector}: {exc.code().name}: {exc.details()}",
+                                  grpc_code=exc.code().name)
                     )  # fmt: skip
                     return
                 self._trace.saw_rpc_error(exc)
@@ -169,7 +169,7 @@ class JournalWatch:
                 await self._fail(exc)
                 return
             except Exception as exc:  # e.g. the client's channel was closed under the watch
-                await self._fail(GazetteError(Status.OK, f"watch of {self.selector} failed: {exc!r}"))
+                await self._fail(PeerError(f"watch of {self.selector} failed: {exc!r}"))
                 return
             finally:
                 call.cancel()

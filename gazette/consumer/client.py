@@ -22,6 +22,7 @@ from typing import Any, TypeVar
 import grpc
 import orjson
 
+from gazette import tunables
 from gazette.auth.tls import TLSConfig, aio_channel
 from gazette.auth.tokens import UNARY_TOKEN_TTL_S, Capability, KeyedAuth, name_selector, names_selector
 from gazette.client.loop import LoopThread, default_loop
@@ -49,14 +50,14 @@ from gazette.message.checkpoint import Checkpoint
 from gazette.message.sequencer import Sequencer
 from gazette.protocol import gazette_py_pb2, gazette_py_pb2_grpc, shard_pb2, shard_pb2_grpc
 from gazette.protocol.endpoints import GRPC_CLIENT_OPTIONS
-from gazette.protocol.errors import GazetteError, ValidationError
+from gazette.protocol.errors import ConfigurationError, GazetteError, PeerError, ValidationError
 from gazette.protocol.selector import LabelSelector
-from gazette.protocol.status import ShardStatus, Status
+from gazette.protocol.status import ShardStatus
 from gazette.protocol.validate import validate_journal_name, validate_shard_id
 
 # Backoff between attempts (as the journal client's): 50 ms x2, 100 ms x2, 1 s x2, then 5 s.
-RETRY_BACKOFF_S = (0.05, 0.05, 0.1, 0.1, 1.0, 1.0, 5.0)
-MAX_RETRY_ATTEMPTS = 20
+RETRY_BACKOFF_S = tunables.CLIENT_RETRY_BACKOFF_S
+MAX_RETRY_ATTEMPTS = tunables.CLIENT_MAX_RETRY_ATTEMPTS
 # While a shard changes hands, Stat and Inspect answer these; the client asks again.
 PRIMARY_RETRY_STATUSES = frozenset(
     {ShardStatus.NO_SHARD_PRIMARY, ShardStatus.NOT_SHARD_PRIMARY, ShardStatus.SHARD_STOPPED}
@@ -509,8 +510,8 @@ class AsyncShardClient:
                 (exiting if spec.exiting else live).append(spec.endpoint)
         found = live + exiting
         if not found:
-            raise GazetteError(
-                Status.OK, f'no consumer member under "{self.root}" announces a Shard service endpoint'
+            raise ConfigurationError(
+                f'no consumer member under "{self.root}" announces a Shard service endpoint'
             )
         return found
 
@@ -586,8 +587,7 @@ class AsyncShardClient:
                             grpc_code=code.name,
                         ) from None
                     if code != grpc.StatusCode.UNAVAILABLE or attempt >= MAX_RETRY_ATTEMPTS:
-                        raise GazetteError(
-                            Status.OK,
+                        raise PeerError(
                             f"{method} at {endpoint}: {code.name}: {exc.details()}",
                             grpc_code=code.name,
                         ) from None

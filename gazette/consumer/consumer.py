@@ -23,6 +23,7 @@ import aetcd
 import grpc
 from aetcd import rpc
 
+from gazette import tunables
 from gazette.allocator.state import Assignment
 from gazette.auth.tls import TLSConfig
 from gazette.auth.tokens import KeyedAuth
@@ -49,8 +50,8 @@ from gazette.protocol import gazette_py_pb2_grpc, shard_pb2_grpc
 
 log = logging.getLogger(__name__)
 
-DEFAULT_LEASE_TTL_S = 20
-DEFAULT_EXIT_DRAIN_S = 30.0  # a graceful stop waits this long for the allocator to move shards away
+DEFAULT_LEASE_TTL_S = tunables.LEASE_TTL_S
+DEFAULT_EXIT_DRAIN_S = tunables.CONSUMER_EXIT_DRAIN_S  # a graceful stop waits this long for the allocator to move shards away
 SERVER_GRACE_S = 1.0  # a graceful stop lets in-flight Shard RPCs finish this long
 
 

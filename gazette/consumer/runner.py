@@ -27,6 +27,7 @@ import threading
 import time
 from collections.abc import Callable, Iterable
 
+from gazette import tunables
 from gazette.auth.cluster import ClusterSecurity
 from gazette.client.loop import LoopThread, default_loop
 from gazette.consumer.application import Application
@@ -38,14 +39,13 @@ from gazette.consumer.status import ReplicaCode
 from gazette.consumer.transaction import Hooks
 from gazette.keyspace.etcd import connect
 from gazette.keyspace.procutil import read_ready_line, spawn, terminate, terminate_all
-from gazette.protocol.errors import GazetteError
-from gazette.protocol.status import Status
+from gazette.protocol.errors import ConfigurationError, StateError, ValidationError
 
 log = logging.getLogger(__name__)
 
-START_TIMEOUT_S = 60.0
-STOP_TIMEOUT_S = 60.0
-POLL_INTERVAL_S = 0.05
+START_TIMEOUT_S = tunables.CONSUMER_START_TIMEOUT_S
+STOP_TIMEOUT_S = tunables.CONSUMER_STOP_TIMEOUT_S
+POLL_INTERVAL_S = tunables.LOCAL_POLL_INTERVAL_S
 WATCH_INTERVAL_S = 0.2  # how often the watcher looks for members that exited by themselves
 MODES = ("inprocess", "subprocess")
 
@@ -101,7 +101,7 @@ class ConsumerGroup:
         shard_limit: int = 1024,
         zones: tuple[str, ...] = ("local",),
         hooks: Hooks | None = None,
-        exit_drain_s: float = 15.0,
+        exit_drain_s: float = tunables.LOCAL_EXIT_DRAIN_S,
         mode: str = "inprocess",
         data_dir: str | None = None,
         log_level: str = "WARNING",
@@ -109,14 +109,13 @@ class ConsumerGroup:
         security: ClusterSecurity | None = None,
     ) -> None:
         if isinstance(processes, bool) or not isinstance(processes, int) or processes < 1:
-            raise GazetteError(Status.OK, f"run_consumer needs processes >= 1 (got {processes!r})")
+            raise ValidationError(f"run_consumer needs processes >= 1 (got {processes!r})")
         if not isinstance(app, Application):
-            raise GazetteError(Status.OK, f"{app!r} is not an instance of gazette.consumer.Application")
+            raise ValidationError(f"{app!r} is not an instance of gazette.consumer.Application")
         if mode not in MODES:
-            raise GazetteError(Status.OK, f'consumer mode "{mode}" is not known (expected one of {MODES})')
+            raise ValidationError(f'consumer mode "{mode}" is not known (expected one of {MODES})')
         if mode == "subprocess" and hooks is not None and hooks != Hooks():
-            raise GazetteError(
-                Status.OK,
+            raise ConfigurationError(
                 "test hooks (Hooks) run in the consumer's own process: they need mode='inprocess' "
                 "(subprocess members are crashed with kill_consumer instead)",
             )
@@ -342,7 +341,7 @@ class ConsumerGroup:
             terminate(m.proc)
             with open(m.log_path, errors="replace") as f:
                 tail = f.read()[-2000:]
-            raise GazetteError(Status.OK, f"consumer {m.suffix} did not start; its log ends with:\n{tail}")
+            raise ConfigurationError(f"consumer {m.suffix} did not start; its log ends with:\n{tail}")
         m.endpoint, m.metrics = ready["endpoint"], ready.get("metrics", "")
 
     def stop(self, i: int, graceful: bool = True) -> None:
@@ -377,7 +376,7 @@ class ConsumerGroup:
         m = self._member(i)
         if m.proc is None or m.proc.poll() is not None:
             what = "runs in this process" if self.mode == "inprocess" else "is not running"
-            raise GazetteError(Status.OK, f"consumer {i} {what}: it has no process of its own to signal")
+            raise StateError(f"consumer {i} {what}: it has no process of its own to signal")
         return int(m.proc.pid)
 
     def endpoint(self, i: int) -> str:
@@ -423,9 +422,7 @@ class ConsumerGroup:
 
     def _member(self, i: int) -> _Member:
         if not 0 <= i < len(self.members):
-            raise GazetteError(
-                Status.OK, f"no consumer {i} (the group has members 0..{len(self.members) - 1})"
-            )
+            raise ValidationError(f"no consumer {i} (the group has members 0..{len(self.members) - 1})")
         return self.members[i]
 
     def __enter__(self) -> ConsumerGroup:

@@ -118,7 +118,8 @@ class ShardSpec:
     `sources` take journal names, `Source`s or `{"journal", "min_offset"}` mappings and are kept sorted
     by journal. Durations take seconds or strings like "1s", "250ms". Desired replication is
     `1 + hot_standbys` (0 when `disable`). `ring_buffer_size` and `read_channel_size` are kept as
-    given, 0 meaning the default (`effective_ring_buffer_size` is what the shard uses).
+    given, 0 meaning the default (`effective_ring_buffer_size` and `effective_read_channel_size` are
+    what the shard uses).
     """
 
     id: str
@@ -248,7 +249,8 @@ class ShardSpec:
 
     @property
     def effective_read_channel_size(self) -> int:
-        """Envelopes buffered between decoding and the transaction loop: `read_channel_size`, or the default."""
+        """The most envelopes the shard's source readers buffer ahead of its transaction loop (its read
+        channel, gazette/consumer/read_channel.py): `read_channel_size`, or the default for 0."""
         return self.read_channel_size or READ_CHANNEL_SIZE_DEFAULT
 
     @property

@@ -48,8 +48,7 @@ from typing import Any, Protocol
 
 from gazette.consumer.side_effects import SideEffectRecord, SideEffects
 from gazette.consumer.store import ConsumerCheckpoint, FencingError, Store, wait_all
-from gazette.protocol.errors import GazetteError, ValidationError
-from gazette.protocol.status import Status
+from gazette.protocol.errors import ConfigurationError, GazetteError, StateError, StoreError, ValidationError
 
 log = logging.getLogger(__name__)
 
@@ -95,11 +94,8 @@ class SQLCursor(Protocol):
     def __iter__(self) -> Iterator[Any]: ...
 
 
-class SQLStoreError(GazetteError):
+class SQLStoreError(StoreError):
     """The store's database could not be reached (the message names the URL, without its password)."""
-
-    def __init__(self, message: str) -> None:
-        super().__init__(Status.OK, message)
 
 
 def redact_url(url: str) -> str:
@@ -217,8 +213,7 @@ class _PostgresDialect:
             import psycopg
             from psycopg.conninfo import conninfo_to_dict
         except ImportError:
-            raise GazetteError(
-                Status.OK,
+            raise ConfigurationError(
                 f'SQLStore URL "{redact_url(url)}" needs psycopg 3 (pip install "psycopg[binary]")',
             ) from None
         self.psycopg = psycopg
@@ -319,9 +314,7 @@ class SQLStore(Store):
         """Runs DDL statements (e.g. CREATE TABLE IF NOT EXISTS) in one transaction of their own,
         serialized with other stores' setup on the same database. Call it outside a shard transaction."""
         if self.dialect.in_transaction(self.conn):
-            raise GazetteError(
-                Status.OK, f"SQLStore of shard {self.shard_fqn}: setup_schema inside an open transaction"
-            )
+            raise StateError(f"SQLStore of shard {self.shard_fqn}: setup_schema inside an open transaction")
         conn = self.conn
         conn.execute(self.dialect.begin_schema)
         try:

@@ -23,15 +23,11 @@ from google.protobuf.message import DecodeError
 from gazette.consumer.side_effects import SideEffects
 from gazette.message.checkpoint import Checkpoint
 from gazette.protocol import shard_pb2
-from gazette.protocol.errors import GazetteError, ValidationError
-from gazette.protocol.status import Status
+from gazette.protocol.errors import AppendError, FencedError, GazetteError, ValidationError
 
 
-class FencingError(GazetteError):
+class FencingError(FencedError):
     """A commit was refused because a newer primary restored the store (its fence moved on)."""
-
-    def __init__(self, message: str) -> None:
-        super().__init__(Status.OK, message)
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -160,10 +156,10 @@ def wait_all(futures: Iterable[concurrent.futures.Future], what: str) -> None:
     concurrent.futures.wait(futures)
     for f in futures:
         if f.cancelled():
-            raise GazetteError(Status.OK, f"{what}: an append it depends on was cancelled")
+            raise AppendError(f"{what}: an append it depends on was cancelled")
         exc = f.exception()
         if exc is not None:
-            raise GazetteError(Status.OK, f"{what}: an append it depends on failed: {exc}") from exc
+            raise AppendError(f"{what}: an append it depends on failed: {exc}") from exc
 
 
 class MemoryStore(Store):

@@ -1,7 +1,8 @@
 """The primary's transaction loop (docs/semantics.md#transaction-loop): read committed, consume, checkpoint,
 commit, ACK.
 
-Source readers decode each journal into a queue; one Sequencer turns those into committed envelopes.
+Source readers decode each journal into the read channel (at most `read_channel_size` envelopes,
+consumer/read_channel.py); one Sequencer turns those into committed envelopes.
 A transaction consumes until nothing is ready once `min_txn_duration` has passed (or until
 `max_txn_duration`), never while the previous transaction's commit or ACK appends are unfinished.
 Its checkpoint (read-through offsets, producer states, ACK intents) commits with the store after every
@@ -25,19 +26,21 @@ import concurrent.futures
 import dataclasses
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from gazette.client.append_service import AppendFuture
 from gazette.consumer.application import DeferToNextTransaction
+from gazette.consumer.read_channel import ReadChannel
 from gazette.consumer.side_effects import SideEffects
 from gazette.consumer.store import ConsumerCheckpoint, Store
 from gazette.message.envelope import Envelope
 from gazette.message.publisher import Publisher
 from gazette.message.reader import ReadUncommitted, replay_reader
-from gazette.message.sequencer import PRUNE_HORIZON_24H_S, QueueOutcome, Sequencer, prune_horizon_clock
+from gazette.message.sequencer import PRUNE_HORIZON_24H_S, Sequencer, prune_horizon_clock
+from gazette.message.sequencing import Replay, drive
 from gazette.message.uuid import Clock, clock_from_unix_ns
-from gazette.protocol.errors import GazetteError
+from gazette.protocol.errors import GazetteError, PeerError, StateError, StoreError
 from gazette.protocol.status import Status
 
 if TYPE_CHECKING:
@@ -48,16 +51,7 @@ log = logging.getLogger(__name__)
 
 T = TypeVar("T")
 
-READ_QUEUE_CHUNKS = 64  # decoded read chunks buffered between the source readers and the loop
 RECENT_TXN_TIMINGS = 64  # completed transactions whose timings Inspect reports
-_COMMITS = frozenset(
-    {
-        QueueOutcome.OUTSIDE_COMMIT,
-        QueueOutcome.ACK_EMPTY,
-        QueueOutcome.ACK_COMMIT_RING,
-        QueueOutcome.ACK_COMMIT_REPLAY,
-    }
-)
 
 
 @dataclasses.dataclass
@@ -86,13 +80,12 @@ class TxnTiming:
 
 @dataclasses.dataclass
 class _Chunk:
-    """A decoded read chunk being sequenced: `next` is the index of its next envelope to queue;
-    `stepping` means the sequencer is mid-dequeue (step() before queueing more)."""
+    """A decoded read chunk being sequenced: `steps` is the sequencing driver over its envelopes
+    (gazette.message.sequencing.drive), suspended where a replay read or a deferral left it."""
 
     reader: ReadUncommitted
     envs: list[Envelope]
-    next: int = 0
-    stepping: bool = False
+    steps: Iterator[Envelope | Replay] | None = None
 
 
 @dataclasses.dataclass
@@ -159,8 +152,10 @@ class TransactionLoop:
         self.timings: collections.deque[TxnTiming] = collections.deque(maxlen=RECENT_TXN_TIMINGS)
         self.stopped = False  # the loop exited (an error, or the shard was cancelled)
         self._progressed: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-        self._queue: asyncio.Queue[tuple[ReadUncommitted, list[Envelope]] | BaseException] = asyncio.Queue(
-            READ_QUEUE_CHUNKS
+        # Decoded batches between the source readers and this loop, bounded in envelopes (Gazette's
+        # read channel of ShardSpec.read_channel_size).
+        self._queue: ReadChannel[tuple[ReadUncommitted, list[Envelope]] | BaseException] = ReadChannel(
+            shard.spec.effective_read_channel_size
         )
         self._get: asyncio.Task[Any] | None = None
         self._readers: list[asyncio.Task[None]] = []
@@ -271,9 +266,12 @@ class TransactionLoop:
 
     async def _read(self, reader: ReadUncommitted) -> None:
         try:
+            size = self._queue.capacity
             async for envs in reader.batches():
-                await self._queue.put((reader, envs))
-            raise GazetteError(Status.OK, f"blocking read of source journal {reader.journal} ended")
+                for i in range(0, len(envs), size):  # a batch bigger than the channel goes in pieces
+                    piece = envs[i : i + size]
+                    await self._queue.put((reader, piece), len(piece))
+            raise PeerError(f"blocking read of source journal {reader.journal} ended")
         except asyncio.CancelledError:
             raise
         except BaseException as exc:
@@ -380,55 +378,35 @@ class TransactionLoop:
             self.sequencer.start_replay([e async for e in replay])
 
     def _sequence_and_consume(self, chunk: _Chunk) -> tuple[int, str]:  # on the worker thread
-        """Queues the chunk's envelopes and delivers each committed one, stopping for a replay read
-        ("replay"), a deferral ("defer"), or at the chunk's end ("done"). A deferred envelope is one
-        step() returned and that was not consumed: step() is not called again this transaction, so
-        the checkpoint resumes at it."""
+        """Resumes the chunk's sequencing driver and delivers each committed envelope, stopping for a
+        replay read ("replay"), a deferral ("defer"), or at the chunk's end ("done"). A deferred
+        envelope is one the driver handed out and that was not consumed: the driver (whose next
+        step() would mark it processed) is not resumed this transaction, so the checkpoint resumes at it."""
         consumed = 0
         if self._deferred is not None:
             deferred, self._deferred = self._deferred, None
             if not self._deliver(deferred):
                 return consumed, "defer"
             consumed += 1
-        if chunk.stepping:
-            n, done = self._step(chunk)
-            consumed += n
-            if not done:
-                return consumed, "defer"
-        envs = chunk.envs
-        while chunk.next < len(envs):
-            outcome = self.sequencer.queue(envs[chunk.next])
-            chunk.next += 1
-            if outcome not in _COMMITS:
-                continue
-            chunk.stepping = True
-            if outcome is QueueOutcome.ACK_COMMIT_REPLAY:
-                return consumed, "replay"
-            n, done = self._step(chunk)
-            consumed += n
-            if not done:
-                return consumed, "defer"
-        return consumed, "done"
-
-    def _step(self, chunk: _Chunk) -> tuple[int, bool]:  # on the worker thread
-        """Delivers what the sequencer's dequeue releases; (how many, False if one was deferred)."""
-        n = 0
-        step, consume = self.sequencer.step, self.app.consume_message
+        if chunk.steps is None:
+            chunk.steps = drive(self.sequencer, chunk.envs)
+        consume = self.app.consume_message
         shard, store, pub = self.shard, self.store, self.publisher
-        while (committed := step()) is not None:
+        for committed in chunk.steps:
+            if isinstance(committed, Replay):
+                return consumed, "replay"  # _consume_chunk reads it and calls start_replay()
             if self._txn_messages == 0:  # opens the transaction
                 if not self._deliver(committed):
-                    return n, False
+                    return consumed, "defer"
             else:  # _deliver's per-envelope path, inlined: this loop is the consumer's hot path
                 try:
                     consume(shard, store, committed, pub)
                 except DeferToNextTransaction:
                     self._deferred = committed
-                    return n, False
+                    return consumed, "defer"
                 self._txn_messages += 1
-            n += 1
-        chunk.stepping = False
-        return n, True
+            consumed += 1
+        return consumed, "done"
 
     def _deliver(self, env: Envelope) -> bool:  # on the worker thread
         """consume_message of one committed envelope (opening the transaction on its first); False
@@ -440,8 +418,7 @@ class TransactionLoop:
             self.app.consume_message(self.shard, self.store, env, self.publisher)
         except DeferToNextTransaction:
             if self._txn_messages == 0:
-                raise GazetteError(
-                    Status.OK,
+                raise StateError(
                     f"shard {self.shard.id}: consume_message deferred the first envelope of a transaction "
                     f"({env.journal} offset {env.begin}); a transaction cannot begin with a deferral",
                 ) from None
@@ -487,7 +464,7 @@ class TransactionLoop:
         if commit.cancelled() or commit.exception() is not None:
             why = "was cancelled" if commit.cancelled() else f"failed: {commit.exception()}"
             what = "the transaction's commit (or its side effects' publication)"
-            gate.set_exception(GazetteError(Status.OK, f"{what} {why}"))
+            gate.set_exception(StoreError(f"{what} {why}"))
         elif self.hooks.ack_gate is not None and self.hooks.ack_gate(self.shard, cp):
             gate.set_result(None)
 

@@ -15,23 +15,20 @@ import logging
 import tempfile
 from collections.abc import Callable, Iterator
 
+from gazette import tunables
 from gazette.fragment.codecs import CodecError, Decompressor, compress_stream
 from gazette.fragment.fragment import ZERO_SUM, Codec, Fragment, parse_content_path
 from gazette.fragment.stores import ObjectNotFoundError, get_store
-from gazette.protocol.errors import GazetteError, ValidationError
-from gazette.protocol.status import Status
+from gazette.protocol.errors import StoreError, ValidationError
 
 log = logging.getLogger(__name__)
 
-READ_CHUNK_BYTES = 1 << 20  # compressed bytes read from the store per step
+READ_CHUNK_BYTES = tunables.STORE_READ_CHUNK_BYTES  # compressed bytes read from the store per step
 SPOOL_IN_MEMORY_BYTES = 8 << 20  # compressed output kept in memory before spilling to a temp file
 
 
-class CorruptFragmentError(GazetteError):
+class CorruptFragmentError(StoreError):
     """A stored fragment's content doesn't match its name (length or SHA1), or doesn't decode."""
-
-    def __init__(self, message: str) -> None:
-        super().__init__(Status.OK, message)
 
 
 async def list_fragments(store_url: str, journal: str) -> list[Fragment]:

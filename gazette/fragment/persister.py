@@ -21,7 +21,7 @@ from typing import Any, Protocol
 
 from gazette.fragment.content import persist_blocking
 from gazette.fragment.fragment import Fragment
-from gazette.protocol.errors import GazetteError
+from gazette.protocol.errors import GazetteError, StateError, StoreError
 from gazette.protocol.status import Status
 
 log = logging.getLogger(__name__)
@@ -122,7 +122,7 @@ class Persister:
 
     async def start(self) -> None:
         if self._scheduler is not None or self._stopped:
-            raise GazetteError(Status.OK, "Persister.start called twice")
+            raise StateError("Persister.start called twice")
         self._scheduler = asyncio.create_task(self._schedule(), name="gazette-persister")
 
     def submit(
@@ -141,9 +141,7 @@ class Persister:
                 fragment.journal,
                 fragment.content_name,
             )
-            raise GazetteError(
-                Status.OK, f"persister is stopped; fragment {fragment.content_path} not persisted"
-            )
+            raise StateError(f"persister is stopped; fragment {fragment.content_path} not persisted")
         now = time.monotonic()
         due = now if primary or self._stopping else now + self.replica_delay_s
         item = self._items.get(_key(fragment))
@@ -166,9 +164,7 @@ class Persister:
         if item is None:
             if key in self._recent:
                 return self._recent[key]
-            raise GazetteError(
-                Status.OK, f"fragment {fragment.journal}:{fragment.content_name} is not pending here"
-            )
+            raise StateError(f"fragment {fragment.journal}:{fragment.content_name} is not pending here")
         waiter: asyncio.Future[Fragment] = asyncio.get_running_loop().create_future()
         item.waiters.append(waiter)
         item.due = min(item.due, time.monotonic())
@@ -210,7 +206,7 @@ class Persister:
             log.error(msg)
             for waiter in item.waiters:
                 if not waiter.done():
-                    waiter.set_exception(GazetteError(Status.OK, msg))
+                    waiter.set_exception(StoreError(msg))
         self._items.clear()
         self._idle.set()
         self._executor.shutdown(wait=False, cancel_futures=True)

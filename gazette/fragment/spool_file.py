@@ -13,10 +13,11 @@ import tempfile
 import weakref
 from collections.abc import Iterator
 
+from gazette import tunables
 from gazette.protocol.errors import GazetteError
 from gazette.protocol.status import Status
 
-READ_CHUNK_BYTES = 1 << 20
+READ_CHUNK_BYTES = tunables.SPOOL_READ_CHUNK_BYTES
 
 
 class SpoolError(GazetteError):

@@ -25,10 +25,11 @@ from urllib.parse import urlsplit
 import aetcd
 from aetcd import rpc
 
+from gazette import tunables
 from gazette.keyspace import procutil
 
-START_TIMEOUT_S = 30.0
-STOP_TIMEOUT_S = 10.0
+START_TIMEOUT_S = tunables.ETCD_START_TIMEOUT_S
+STOP_TIMEOUT_S = tunables.ETCD_STOP_TIMEOUT_S
 HEALTH_POLL_INTERVAL_S = 0.05
 BIND_ATTEMPTS = 5
 LOG_TAIL_LINES = 30

@@ -28,15 +28,17 @@ import tempfile
 import time
 from typing import Any
 
+from gazette import tunables
 from gazette.auth.cluster import ClusterSecurity
 from gazette.auth.tokens import KeyedAuth
-from gazette.broker.broker import DEFAULT_MAX_REPLICATION, DEFAULT_ROOT, Broker
+from gazette.broker.broker import DEFAULT_ROOT, Broker
 from gazette.client.loop import default_loop
 from gazette.client.sync import Client
+from gazette.client.timeouts import CallTimeout
 from gazette.keyspace.etcd import EmbeddedEtcd
 from gazette.keyspace.procutil import free_port, read_ready_line, spawn, terminate, terminate_all
 from gazette.local import gazette_peer
-from gazette.protocol.errors import GazetteError
+from gazette.protocol.errors import ConfigurationError, GazetteError, StateError, ValidationError
 from gazette.protocol.spec import JournalSpec
 from gazette.tasks import dump_tasks
 
@@ -48,7 +50,7 @@ BROKER_KINDS = ("gazette-py", "gazette")
 BROKER_START_TIMEOUT_S = 60.0
 PAUSE_TIMEOUT_S = 10.0
 # A gracefully stopping broker waits this long for the allocator to move its journals away.
-DEFAULT_EXIT_DRAIN_S = 15.0
+DEFAULT_EXIT_DRAIN_S = tunables.LOCAL_EXIT_DRAIN_S
 # ... and then this long, at most, to persist its spools and exit before it is killed.
 STOP_GRACE_S = 15.0
 CLIENT_CLOSE_TIMEOUT_S = 10.0
@@ -95,7 +97,7 @@ class LocalCluster:
         lease_ttl_s: int = 5,
         data_dir: str | None = None,
         etcd: str | None = None,
-        max_replication: int = DEFAULT_MAX_REPLICATION,
+        max_replication: int = tunables.BROKER_MAX_REPLICATION,
         exit_drain_s: float = DEFAULT_EXIT_DRAIN_S,
         log_level: str = "WARNING",
         etcd_fsync: bool = False,
@@ -109,17 +111,17 @@ class LocalCluster:
         directory under `data_dir`, itself a fresh temp dir removed on close unless given); `etcd`
         uses an existing etcd instead of the embedded one; `lease_ttl_s` (seconds) bounds how long a
         dead broker holds its journals; `broker_kinds` may name "gazette" (Gazette's Go binary) per
-        broker; `auth_keys` and `tls` secure every broker. Bad arguments raise GazetteError."""
+        broker; `auth_keys` and `tls` secure every broker. Bad arguments raise ValidationError (a GazetteError)."""
         if mode not in MODES:
-            raise GazetteError(0, f'LocalCluster mode "{mode}" is not known (expected "inprocess" or "subprocess")')
+            raise ValidationError(f'LocalCluster mode "{mode}" is not known (expected "inprocess" or "subprocess")')
         if brokers < 1:
-            raise GazetteError(0, f"LocalCluster needs at least one broker (got {brokers})")
+            raise ValidationError(f"LocalCluster needs at least one broker (got {brokers})")
         if not zones:
-            raise GazetteError(0, "LocalCluster needs at least one zone")
+            raise ValidationError("LocalCluster needs at least one zone")
         kinds = tuple(broker_kinds) if broker_kinds is not None else ("gazette-py",) * brokers
         if len(kinds) != brokers or any(k not in BROKER_KINDS for k in kinds):
-            raise GazetteError(
-                0, f"LocalCluster broker_kinds {list(kinds)} must name one of {list(BROKER_KINDS)} per broker "
+            raise ValidationError(
+                f"LocalCluster broker_kinds {list(kinds)} must name one of {list(BROKER_KINDS)} per broker "
                 f"({brokers} brokers)"
             )
         self._kinds = kinds
@@ -229,7 +231,7 @@ class LocalCluster:
     def add_broker(self, zone: str | None = None, kind: str = "gazette-py") -> int:
         """Starts one more broker (`kind` "gazette-py", or "gazette" for real Gazette) and returns its index."""
         if kind not in BROKER_KINDS:
-            raise GazetteError(0, f'broker kind "{kind}" is not known (expected one of {list(BROKER_KINDS)})')
+            raise ValidationError(f'broker kind "{kind}" is not known (expected one of {list(BROKER_KINDS)})')
         i = len(self.brokers)
         h = _BrokerHandle(index=i, zone=zone or self.zones[i % len(self.zones)], suffix=f"broker-{i}", kind=kind)
         self.brokers.append(h)
@@ -279,7 +281,7 @@ class LocalCluster:
         ready = read_ready_line(h.proc, BROKER_START_TIMEOUT_S)
         if ready is None:
             terminate(h.proc)
-            raise GazetteError(0, f"broker {h.suffix} did not start; its log ends with:\n{_tail(h.log_path)}")
+            raise ConfigurationError(f"broker {h.suffix} did not start; its log ends with:\n{_tail(h.log_path)}")
         h.endpoint, h.metrics = ready["endpoint"], ready["metrics"]
 
     def _start_gazette(self, h: _BrokerHandle, port: int) -> None:
@@ -303,8 +305,8 @@ class LocalCluster:
             )  # fmt: skip
         except GazetteError:
             terminate(h.proc)
-            raise GazetteError(
-                0, f"Gazette broker {h.suffix} did not start; its log ends with:\n{_tail(h.log_path)}"
+            raise ConfigurationError(
+                f"Gazette broker {h.suffix} did not start; its log ends with:\n{_tail(h.log_path)}"
             ) from None
 
     def _stop_handle(self, h: _BrokerHandle, graceful: bool) -> None:
@@ -322,13 +324,13 @@ class LocalCluster:
 
     def _handle(self, i: int) -> _BrokerHandle:
         if not 0 <= i < len(self.brokers):
-            raise GazetteError(0, f"no broker {i} (the cluster has brokers 0..{len(self.brokers) - 1})")
+            raise ValidationError(f"no broker {i} (the cluster has brokers 0..{len(self.brokers) - 1})")
         return self.brokers[i]
 
     def _need_subprocess(self, what: str, kind: str = "broker", handle: _BrokerHandle | None = None) -> None:
         if self.mode != "subprocess" and (handle is None or handle.proc is None):
-            raise GazetteError(
-                0, f'{what} sends a signal to a {kind} process, which needs LocalCluster(mode="subprocess")'
+            raise ConfigurationError(
+                f'{what} sends a signal to a {kind} process, which needs LocalCluster(mode="subprocess")'
             )
 
     def stop_broker(self, i: int) -> None:
@@ -373,8 +375,8 @@ class LocalCluster:
     def embedded_etcd(self) -> EmbeddedEtcd:
         """The etcd this cluster started, for etcd faults (`restart`, `pause`, `resume`)."""
         if self._etcd is None:
-            raise GazetteError(
-                0, "this LocalCluster has no embedded etcd (it was given etcd=... or is not started)"
+            raise StateError(
+                "this LocalCluster has no embedded etcd (it was given etcd=... or is not started)"
             )
         return self._etcd
 
@@ -424,8 +426,7 @@ class LocalCluster:
         if group is not None:
             return group
         if len(self._consumer_groups) != 1:
-            raise GazetteError(
-                0,
+            raise StateError(
                 f"this cluster runs {len(self._consumer_groups)} consumer applications: "
                 "name one with group= (what run_consumer returned)",
             )
@@ -468,7 +469,7 @@ class LocalCluster:
     def shard_client(self) -> Any:
         """The ShardClient of the newest consumer application `run_consumer` started."""
         if not self._consumer_groups:
-            raise GazetteError(0, "no consumer application runs in this cluster: start one with cluster.run_consumer(...)")
+            raise StateError("no consumer application runs in this cluster: start one with cluster.run_consumer(...)")
         return self._consumer_groups[-1].client()
 
     def client(self) -> Client:
@@ -509,7 +510,7 @@ class LocalCluster:
             if not pending:
                 return
             if time.monotonic() > deadline:
-                raise GazetteError(0, f"journals {pending[:5]} have no full route after {timeout:.0f} s")
+                raise CallTimeout(f"journals {pending[:5]} have no full route after {timeout:.0f} s")
             time.sleep(0.05)
 
     def flush_fragments(self) -> list:
@@ -559,6 +560,6 @@ def _wait_stopped(pid: int, timeout: float = PAUSE_TIMEOUT_S) -> None:
         if state in ("T", "t", "Z", "X"):
             return
         if time.monotonic() > deadline:
-            raise GazetteError(0, f"process {pid} did not stop within {timeout:.0f}s of SIGSTOP (state {state})")
+            raise CallTimeout(f"process {pid} did not stop within {timeout:.0f}s of SIGSTOP (state {state})")
         time.sleep(0.001)
 

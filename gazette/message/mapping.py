@@ -16,9 +16,8 @@ from typing import Any, Protocol
 from gazette.client.aio import AsyncClient
 from gazette.client.sync import Client
 from gazette.client.watch import WATCH_READY_TIMEOUT_S, JournalWatch, Snapshot
-from gazette.protocol.errors import GazetteError
+from gazette.protocol.errors import ConfigurationError, StateError
 from gazette.protocol.selector import LabelSelector
-from gazette.protocol.status import Status
 
 CONTENT_TYPE_LABEL = "content-type"
 FNV32_OFFSET_BASIS = 0x811C9DC5
@@ -30,12 +29,11 @@ class Mapping(Protocol):
     def __call__(self, message: Any) -> tuple[str, str]: ...
 
 
-class EmptyListingError(GazetteError):
+class EmptyListingError(ConfigurationError):
     """A mapping's selector lists no journals (Gazette's ErrEmptyListResponse)."""
 
     def __init__(self, selector: LabelSelector) -> None:
         super().__init__(
-            Status.OK,
             f'no journals match selector "{selector}": a mapping needs at least one journal to map to',
         )
         self.selector = selector
@@ -106,8 +104,7 @@ class _WatchedMapping:
             if snapshot is None:
                 if self.watch.error is not None:
                     raise self.watch.error
-                raise GazetteError(
-                    Status.OK,
+                raise StateError(
                     f'mapping of "{self.selector}" has no listing yet: await mapping.ready() before using it',
                 )
             listing = self._listing = _Listing(snapshot, self._with_hashes)

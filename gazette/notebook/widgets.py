@@ -26,8 +26,10 @@ import traitlets
 from aetcd import rpc
 from aetcd.utils import prefix_range_end
 
+from gazette import tunables
+
 DEFAULT_INTERVAL_S = 1.0
-STOP_TIMEOUT_S = 10.0
+STOP_TIMEOUT_S = tunables.NOTEBOOK_STOP_TIMEOUT_S
 WATCH_START_TIMEOUT_S = 30.0
 DEFAULT_BROKER_ROOT = "/gazette/cluster"  # the brokers' (and LocalCluster's) default etcd root
 

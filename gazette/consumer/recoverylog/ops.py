@@ -37,8 +37,7 @@ from typing import Any
 import orjson
 
 from gazette.message.framing.fixed import HEADER_BYTES, MAGIC, frame
-from gazette.protocol.errors import GazetteError
-from gazette.protocol.status import Status
+from gazette.protocol.errors import StoreError
 
 AUTHOR_REGISTER = "author"  # the register name of the recorder fence (docs/semantics.md#recovery-logs)
 MAX_AUTHOR = (1 << 32) - 1
@@ -48,11 +47,8 @@ _KINDS = ("create", "link", "unlink", "write", "property")
 _LEGACY_KINDS = ("create", "link", "unlink", "write")
 
 
-class RecoveryLogError(GazetteError):
+class RecoveryLogError(StoreError):
     """A recovery log, its hints or a recorded operation is malformed or inconsistent."""
-
-    def __init__(self, message: str) -> None:
-        super().__init__(Status.OK, message)
 
 
 # ---- authors and their fence

@@ -36,8 +36,7 @@ from gazette.consumer.recoverylog.ops import (
     encode_op,
 )
 from gazette.consumer.recoverylog.recorder import STAGING_DIR
-from gazette.protocol.errors import GazetteError
-from gazette.protocol.status import Status
+from gazette.protocol.errors import PeerError
 from gazette.protocol.validate import CONTENT_TYPE, CONTENT_TYPE_RECOVERY_LOG
 
 log = logging.getLogger(__name__)
@@ -247,7 +246,7 @@ class Player:
                         seek = segments[0].first_offset  # skip log content no hinted file needs
                         break
             if seek is None:
-                raise GazetteError(Status.OK, f"blocking read of recovery log {self.log} ended")
+                raise PeerError(f"blocking read of recovery log {self.log} ended")
             decoder.reset(seek)
             self.offset = seek
 

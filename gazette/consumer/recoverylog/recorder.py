@@ -36,7 +36,7 @@ from gazette.consumer.recoverylog.ops import (
     encode_op,
 )
 from gazette.consumer.store import FencingError
-from gazette.protocol.errors import GazetteError
+from gazette.protocol.errors import AppendError, GazetteError
 from gazette.protocol.selector import LabelSelector
 from gazette.protocol.status import Status
 
@@ -161,7 +161,7 @@ class Recorder:
 
         def done(f: concurrent.futures.Future) -> None:
             exc: BaseException | None = (
-                GazetteError(Status.OK, f"append to {self.log} was cancelled")
+                AppendError(f"append to {self.log} was cancelled")
                 if f.cancelled()
                 else f.exception()
             )
@@ -203,7 +203,7 @@ class Recorder:
 
     def _appended(self, future: concurrent.futures.Future) -> None:
         if future.cancelled() or future.exception() is not None:
-            self._stop(future.exception() or GazetteError(Status.OK, f"append to {self.log} was cancelled"))
+            self._stop(future.exception() or AppendError(f"append to {self.log} was cancelled"))
             return
         end = future.result().end
         with self._lock:

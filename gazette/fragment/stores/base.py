@@ -15,8 +15,7 @@ import threading
 from typing import BinaryIO
 from urllib.parse import parse_qsl, unquote, urlsplit
 
-from gazette.protocol.errors import GazetteError, ValidationError
-from gazette.protocol.status import Status
+from gazette.protocol.errors import StoreError, ValidationError
 
 # Gazette's RewriterConfig, taken by every store: the first `find` in an object's journal-relative
 # path is replaced by `replace` (Gazette's broker/stores/common/rewriter.go).
@@ -27,11 +26,8 @@ S3_QUERY_ARGS = _S3_OWN_QUERY_ARGS + REWRITE_QUERY_ARGS
 _CANONICAL_QUERY_ARG = {name.lower(): name for name in S3_QUERY_ARGS}
 
 
-class StoreError(GazetteError):
-    """A store operation failed; the message names the store URL and the object path."""
-
-    def __init__(self, message: str) -> None:
-        super().__init__(Status.OK, message)
+# StoreError (a store operation failed; the message names the store URL and the object path) is
+# defined with the other named errors in gazette.protocol.errors, and importable from here.
 
 
 class ObjectNotFoundError(StoreError, FileNotFoundError):
