@@ -15,7 +15,7 @@ from gazette.client.aio import AppendResult, AsyncClient, JournalInfo, ReadChunk
 from gazette.client.loop import LoopThread, default_loop
 from gazette.client.timeouts import DEFAULT_TIMEOUT_S, USE_CLIENT_DEFAULT, Timeout
 from gazette.fragment.fragment import Fragment
-from gazette.protocol.errors import GazetteError
+from gazette.protocol.errors import ConfigurationError
 from gazette.protocol.labels import LabelSet
 from gazette.protocol.selector import LabelSelector
 from gazette.protocol.spec import JournalSpec, SpecChange
@@ -207,8 +207,7 @@ class Client:
     def shard_client(self) -> Any:
         """The ShardClient given to `use_shards` (a clear error when none was)."""
         if self._shards is None:
-            raise GazetteError(
-                0,
+            raise ConfigurationError(
                 "this client knows no consumer application: call client.use_shards(ShardClient(etcd=..., "
                 "root=...)), or use the ShardClient of a running group (group.client())",
             )

@@ -19,9 +19,10 @@ import grpc
 
 from gazette.auth.tls import TLSConfig, sync_channel
 from gazette.auth.tokens import Capability, KeyedAuth
+from gazette.client.timeouts import CallTimeout
 from gazette.protocol import broker_pb2 as pb
 from gazette.protocol import broker_pb2_grpc as pb_grpc
-from gazette.protocol.errors import GazetteError
+from gazette.protocol.errors import ConfigurationError, PeerError
 
 PEERS_BIN_ENV = "GAZETTE_PEERS_BIN"
 # The checkout's build/peers/bin (an editable install, the tests, the bench).
@@ -48,7 +49,7 @@ def find_peer(name: str) -> str:
         found = None
     if found:
         return found
-    raise GazetteError(0, f"real Gazette's `{name}` is not built ({candidate} is missing): {HOW_TO_BUILD}")
+    raise ConfigurationError(f"real Gazette's `{name}` is not built ({candidate} is missing): {HOW_TO_BUILD}")
 
 
 def _is_go_gazette(path: str) -> bool:
@@ -129,7 +130,7 @@ def wait_ready(
         stub = pb_grpc.JournalStub(channel)
         while True:
             if proc.poll() is not None:
-                raise GazetteError(0, f"Gazette broker at {endpoint} exited with {proc.returncode}; see {log_path}")
+                raise PeerError(f"Gazette broker at {endpoint} exited with {proc.returncode}; see {log_path}")
             try:
                 for resp in stub.List(pb.ListRequest(), timeout=READY_RPC_TIMEOUT_S, metadata=metadata):
                     if resp.status == pb.OK:
@@ -138,8 +139,8 @@ def wait_ready(
             except grpc.RpcError as exc:
                 last = f"{exc.code().name}: {exc.details()}"
             if time.monotonic() > deadline:
-                raise GazetteError(
-                    0, f"Gazette broker at {endpoint} did not answer List within {timeout:.0f} s "
+                raise CallTimeout(
+                    f"Gazette broker at {endpoint} did not answer List within {timeout:.0f} s "
                     f"(last: {last}); see {log_path}"
                 )
             time.sleep(READY_POLL_S)

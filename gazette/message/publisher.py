@@ -32,7 +32,7 @@ from gazette.message.framing import Framing, framing_for
 from gazette.message.framing.json_lines import JSONFraming
 from gazette.message.mapping import CONTENT_TYPE_LABEL
 from gazette.message.uuid import PRODUCER_ID_BYTES, Clock, Flags, UUIDText, new_producer_id
-from gazette.protocol.errors import GazetteError
+from gazette.protocol.errors import ConfigurationError, GazetteError, StateError
 from gazette.protocol.selector import LabelSelector
 from gazette.protocol.status import Status
 
@@ -161,8 +161,7 @@ class Publisher:
             unflushed = [j for j in self._intents if self.service.pending_of(j)]
             if unflushed:
                 more = f" and {len(unflushed) - 3} more" if len(unflushed) > 3 else ""
-                raise GazetteError(
-                    Status.OK,
+                raise StateError(
                     f"build_ack_intents: messages published uncommitted to {', '.join(unflushed[:3])}{more} "
                     "are not appended yet, and an ACK landing before them would make readers drop them: "
                     "flush first, or use publisher.commit()",
@@ -281,12 +280,9 @@ class Publisher:
 
     def _begin_transaction(self) -> None:
         if self._in_transaction:
-            raise GazetteError(
-                Status.OK, "Publisher.transaction(): a transaction is already open (they do not nest)"
-            )
+            raise StateError("Publisher.transaction(): a transaction is already open (they do not nest)")
         if self._intents:
-            raise GazetteError(
-                Status.OK,
+            raise StateError(
                 "Publisher.transaction(): messages published uncommitted before it, to "
                 f"{', '.join(self._intents)}, are still open: commit() or rollback() them first",
             )
@@ -382,8 +378,7 @@ class Publisher:
         framing = self._framings.get(content_type)
         if framing is None:
             if not content_type:
-                raise GazetteError(
-                    Status.OK,
+                raise ConfigurationError(
                     f'journal {journal} has no "{CONTENT_TYPE_LABEL}" label, so messages cannot be framed for it',
                 )
             framing = self._framings[content_type] = framing_for(content_type)
@@ -391,8 +386,7 @@ class Publisher:
 
     def _lookup_content_type(self, journal: str) -> str:
         if self._binding.on_loop():
-            raise GazetteError(
-                Status.OK,
+            raise StateError(
                 f"the content type of journal {journal} is not known yet, and looking it up would block the "
                 f"event loop: `await publisher.prepare({journal!r})` first",
             )

@@ -18,8 +18,7 @@ from typing import Any
 from gazette.message.checkpoint import Checkpoint, ProducerState
 from gazette.message.envelope import Envelope
 from gazette.message.uuid import Flags
-from gazette.protocol.errors import GazetteError, ValidationError
-from gazette.protocol.status import Status
+from gazette.protocol.errors import StateError, ValidationError
 
 __all__ = [
     "Checkpoint",
@@ -41,11 +40,8 @@ def prune_horizon_clock(seconds: float) -> int:
     return int(seconds * 10_000_000) << 4
 
 
-class SequencerError(GazetteError):
+class SequencerError(StateError):
     """The Sequencer was driven against its rules, or a replay did not match the requested range."""
-
-    def __init__(self, message: str) -> None:
-        super().__init__(Status.OK, message)
 
 
 class QueueOutcome(enum.IntEnum):
