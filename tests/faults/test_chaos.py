@@ -5,7 +5,8 @@ check of every journal and bounded liveness after the last heal; a table per fau
 
 CI runs 4 rounds (one per family: brokers, consumers, etcd, network); `make soak` runs 50. The seed
 is printed first: GAZETTE_FAULT_SEED=<seed> replays the same plan. GAZETTE_CHAOS_ROUNDS=<n> runs n
-rounds instead (e.g. part of the soak). Without CAP_NET_ADMIN (or with GAZETTE_CHAOS_NETNS=0) the
+rounds instead (e.g. part of the soak); GAZETTE_CHAOS_KINDS=<kind or family>,... limits them to those
+(e.g. `network`). Without CAP_NET_ADMIN (or with GAZETTE_CHAOS_NETNS=0) the
 partitions are skipped, saying why, and everything runs on loopback.
 The checker's own rules are tested first, without a cluster.
 """
@@ -50,6 +51,7 @@ P1, P2 = b"\x01" * 6, b"\x03" * 6
 NETNS_ENV = (
     "GAZETTE_CHAOS_NETNS"  # "0": run without the network-namespace hosts (as where they cannot be made)
 )
+KINDS_ENV = "GAZETTE_CHAOS_KINDS"  # "<kind or family>,...": only those rounds (a focused run)
 
 
 def _m(producer: bytes, clock: int, flags: int, n: int = 0) -> Message:
@@ -164,12 +166,28 @@ def test_chaos_loses_nothing_and_recovers(tmp_path, monkeypatch, network, rounds
     # Partitions stay in make soak until its open stalls are found (a partition between brokers or of
     # a primary has stalled a pipeline now and then, each replay of the seed passing);
     # GAZETTE_CHAOS_PARTITIONS=1 puts them in a short run too.
-    short = rounds < SOAK_ROUNDS and not os.environ.get("GAZETTE_CHAOS_PARTITIONS")
+    short = (
+        rounds < SOAK_ROUNDS
+        and not os.environ.get("GAZETTE_CHAOS_PARTITIONS")
+        and not os.environ.get(KINDS_ENV)
+    )
     if net is None or short:
         kinds = [k for k in KINDS if k not in PARTITION_KINDS]
-        say(report, f"chaos: network partitions skipped: {why if net is None else 'they run under make soak'}")
+        say(
+            report, f"chaos: network partitions skipped: {why if net is None else 'they run under make soak'}"
+        )
     else:
         kinds = list(KINDS)
+    only = [k.strip() for k in os.environ.get(KINDS_ENV, "").split(",") if k.strip()]
+    if only:  # a focused run: these kinds or families only
+        unknown = [k for k in only if k not in KINDS and k not in FAMILIES]
+        assert not unknown, (
+            f"{KINDS_ENV}: unknown kinds {unknown} (kinds: {KINDS}; families: {list(FAMILIES)})"
+        )
+        chosen = {k for name in only for k in FAMILIES.get(name, (name,))}
+        kinds = [k for k in kinds if k in chosen]
+        assert kinds, f"{KINDS_ENV}={os.environ[KINDS_ENV]}: none of those kinds can run here ({why})"
+        say(report, f"chaos: {KINDS_ENV} limits the rounds to {', '.join(kinds)}")
     if net is None:
         say(report, "chaos: brokers, consumers and etcd on loopback")
     else:
