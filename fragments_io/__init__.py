@@ -282,7 +282,7 @@ def read_committed(
 
     opts = _options(options)
     lowered = {k.lower(): k for k in opts}
-    for bad in ("isolation", "isolation.level", "beginmodtime", "endmodtime"):
+    for bad in ("isolation", "isolation.level", "kafka.isolation.level", "beginmodtime", "endmodtime"):
         if bad in lowered:
             raise OptionError(f"read_committed does not take option {lowered[bad]} (it reads isolation=committed)")
     parsed = parse_options(opts)

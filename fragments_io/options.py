@@ -5,7 +5,8 @@ lower case here and named in camelCase in errors and docs. Unknown options are a
 
 Spark's Kafka source options are accepted where they mean the same (a journal is a Kafka partition
 and its offsets are bytes): startingOffsets, endingOffsets, maxOffsetsPerTrigger (= maxBytesPerTrigger),
-failOnDataLoss, isolation.level and the values read_committed / read_uncommitted of isolation.
+failOnDataLoss, isolation.level (also spelled kafka.isolation.level, the key Spark's Kafka source
+reads) and the values read_committed / read_uncommitted of isolation.
 """
 
 from __future__ import annotations
@@ -43,6 +44,7 @@ KNOWN_OPTIONS = {
         "journals",
         "isolation",
         "isolation.level",
+        "kafka.isolation.level",
         "framing",
         "uuidPointer",
         "beginOffset",
@@ -78,8 +80,8 @@ KAFKA_HINTS = {
     "subscribepattern": "journals (a journal name, or a prefix ending in '/')",
     "assign": "journals (a journal name, or a prefix ending in '/')",
     "kafka.bootstrap.servers": "store (the fragment store's URL) or etcd",
-    "kafka.isolation.level": "isolation (or isolation.level)",
 }
+ISOLATION_KEYS = ("isolation", "isolation.level", "kafka.isolation.level")  # the same option, any of them
 
 
 @dataclasses.dataclass(frozen=True)
@@ -308,12 +310,11 @@ def parse_options(raw: Mapping[str, Any]) -> ReadOptions:
         raise OptionError("option etcdRoot needs option etcd")
     kw["journals"] = str(opts.get("journals", "")).strip()
     isolations = {
-        KNOWN_OPTIONS[k]: _isolation(KNOWN_OPTIONS[k], opts[k]) for k in ("isolation", "isolation.level") if k in opts
+        KNOWN_OPTIONS[k]: _isolation(KNOWN_OPTIONS[k], opts[k]) for k in ISOLATION_KEYS if k in opts
     }
     if len(set(isolations.values())) > 1:
-        raise OptionError(
-            f"options isolation={opts['isolation']!r} and isolation.level={opts['isolation.level']!r} disagree"
-        )
+        given = " and ".join(f"{KNOWN_OPTIONS[k]}={opts[k]!r}" for k in ISOLATION_KEYS if k in opts)
+        raise OptionError(f"options {given} disagree")
     kw["isolation"] = next(iter(isolations.values()), "committed")
     if "framing" in opts:
         framing = str(opts["framing"]).strip().lower()

@@ -424,7 +424,8 @@ def journals_fragments(
 
 @journals_app.command("flush")
 def journals_flush(
-    selector: str = typer.Option("", "-l", "--selector"),
+    journal: str | None = typer.Argument(None, help="Journal name (or select journals with -l)."),
+    selector: str = typer.Option("", "-l", "--selector", help="Flush the journals of this selector (default: all)."),
     broker: str = BrokerOpt,
     etcd: str | None = EtcdOpt,
     auth_keys: str | None = AuthKeysOpt,
@@ -433,12 +434,14 @@ def journals_flush(
     trusted_ca_file: str | None = TrustedCAFileOpt,
     timeout: float | None = TimeoutOpt,
 ) -> None:
-    """Roll each selected journal's spool and wait until it is persisted."""
+    """Roll the spool of JOURNAL, or of each selected journal, and wait until it is persisted."""
+    if journal and selector:
+        raise ValidationError("flush takes a journal or a selector (-l), not both")
     with _client(broker, etcd, timeout, auth_keys, cert_file, cert_key_file, trusted_ca_file) as c:
-        for info in c.list_journals(selector):
-            frag = c.flush(info.spec.name)
+        for name in [journal] if journal else [i.spec.name for i in c.list_journals(selector)]:
+            frag = c.flush(name)
             what = f"[{frag.begin}, {frag.end}) -> {frag.backing_store}{frag.content_path}" if frag else "nothing to flush"
-            console.print(f"{info.spec.name}: {what}", soft_wrap=True)
+            console.print(f"{name}: {what}", soft_wrap=True)
 
 
 @journals_app.command("reset-head")

@@ -148,6 +148,12 @@ def test_flush_then_fragments_show_persisted_files(cluster: LocalCluster) -> Non
         assert (store_dir / r["path"]).is_file(), r["path"]
         assert r["path"].endswith(f"-{r['sha1']}.gz")
 
+    ok(gazette(cluster, "journals", "append", journal, "--data", "more\n"))
+    out = ok(gazette(cluster, "journals", "flush", journal))  # a journal by name, as append and read take
+    assert out.startswith(f"{journal}: [21, 26) -> {cluster.store}")
+    both = gazette(cluster, "journals", "flush", journal, "-l", f"name={journal}")
+    assert "not both" in one_error_line(both)
+
     table = ok(gazette(cluster, "journals", "fragments", journal))
     assert "GZIP" in table
 

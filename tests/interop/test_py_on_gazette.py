@@ -629,10 +629,10 @@ def test_magics_connect_to_gazette_brokers(gazette_cluster, gazctl, prefix, magi
     )  # fmt: skip
     assert applied.column("journal") == [j]
     assert gazctl_list(gazctl, f"name={j}")[j]["spec"]["replication"] == 3
-    members = lambda: m.run(f"journals name={j}").column("members")[0].split(",")  # noqa: E731
+    members = lambda: m.run(f"journals -l name={j}").column("members")[0].split(",")  # noqa: E731
     wait_for("the magics to list a full route", lambda: len(members()) == 3)
 
-    assert m.run(f"append {j} '{{\"n\": 1}}'").column("end") == [9]
+    assert m.run(f"append {j} -d '{{\"n\": 1}}'").column("end") == [9]
     gazctl("journals", "append", "-l", f"name={j}", input='{"n": 2}\n')
     assert gazctl_read(gazctl, j) == b'{"n": 1}\n{"n": 2}\n'
     raw = m.run(f"read {j}")

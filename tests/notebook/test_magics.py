@@ -27,7 +27,7 @@ def test_status_lists_running_brokers(magics) -> None:
 
 
 def test_journals_shows_routes_and_labels(magics, journal) -> None:
-    table = magics.run(f"journals name={journal}")
+    table = magics.run(f"journals -l name={journal}")
     assert table.column("journal") == [journal]
     assert table.column("primary") == ["broker-0"]
     assert "content-type=application/x-ndjson" in table.column("labels")[0]
@@ -35,7 +35,7 @@ def test_journals_shows_routes_and_labels(magics, journal) -> None:
 
 
 def test_line_and_cell_append_then_read_with_tail(shell, magics, journal) -> None:
-    first = shell.run_line_magic("gazette", f"append {journal} 'one line'")
+    first = shell.run_line_magic("gazette", f"append {journal} -d 'one line'")
     assert (first.column("begin"), first.column("end")) == ([0], [9])
     cell = shell.run_cell_magic("gazette", f"append {journal}", "two\nthree")
     assert cell.column("begin") == [9]  # the whole body is one append
@@ -43,7 +43,7 @@ def test_line_and_cell_append_then_read_with_tail(shell, magics, journal) -> Non
     every = magics.run(f"read {journal}")
     assert every.column("content") == ["one line", "two", "three"]
     assert every.column("offset") == [0, 9, 13]
-    assert magics.run(f"read {journal} --tail 1").column("content") == ["three"]
+    assert magics.run(f"read {journal} --last 1").column("content") == ["three"]
     assert magics.run(f"read {journal} --offset 9").column("content") == ["two", "three"]
 
 
@@ -62,7 +62,7 @@ def test_read_committed_skips_an_unacknowledged_transaction(magics, journal) -> 
 
 
 def test_fragments_and_flush_persist(magics, journal) -> None:
-    magics.run(f"append {journal} x")
+    magics.run(f"append {journal} -d x")
     before = magics.run(f"fragments {journal}")
     assert before.column("store") == ["(spooled)"]
     flushed = magics.run(f"flush {journal}")
@@ -79,18 +79,23 @@ def test_fragments_and_flush_persist(magics, journal) -> None:
     [
         ("", "needs a command"),
         ("bogus", 'command "bogus" is not known'),
-        ("read", "the following arguments are required: journal"),
-        ("read tests/x --offset -3", "--offset -3: must be >= 0"),
-        ("read tests/x --tail 0", "--tail 0: must be >= 1"),
+        ("read", "takes a journal or a selector (-l), exactly one of the two"),
+        ("read tests/x --offset -3", "--offset -3: must be >= 0 (or -1: the write head)"),
+        ("read tests/x --last 0", "--last 0: must be >= 1"),
+        ("read tests/x --tail 1", "unexpected extra argument(s) (1) (--tail is a flag"),  # the CLI's
+        ("read tests/x --offset x", "Invalid value for '--offset'"),
+        ("read tests/x -o out.txt", "-o/--output reads or writes files: run `!gazette journals read ...`"),
+        ("journals -o json", "-o json is the CLI's"),
+        ("journals prefix=x/", "(prefix=x/) (a selector goes with -l"),
+        ("journals edit -l prefix=x/", "journals edit is the CLI's only"),
         ("up", "already up"),
-        ("up --mode threads", "invalid choice"),
+        ("up --mode threads", "Invalid value for '--mode'"),
         ("append 'unclosed", "No closing quotation"),
-        ("append tests/notebook/none", "TEXT"),
+        ("append tests/notebook/none", "-d TEXT"),
+        ("append tests/notebook/none 'text'", "(text) (the data goes with -d TEXT"),
         ("shards", "no consumers"),
-        ("stat", "the following arguments are required: shard"),
-        ("read tests/x --timeout 1", "only a blocking read (--block) has a timeout"),
-        ("read tests/x --block --timeout 0", "--timeout 0: must be > 0 seconds"),
-        ("read tests/x --block --committed", "takes --offset, not --committed or --tail"),
+        ("stat", "Missing argument 'shard'"),
+        ("read tests/x --block --committed", "takes no --committed, --last or -l"),
     ],
 )
 def test_bad_commands_raise_named_errors(shell, magics, line, needle, capsys) -> None:
@@ -122,7 +127,7 @@ def test_errors_fail_the_cell_with_one_line(shell, magics, capsys) -> None:
 
 
 def test_cell_append_refuses_a_text_argument(shell, magics, journal, capsys) -> None:
-    assert "cell body" in _run_failing_cell(shell, f"%%gazette append {journal} extra\nbody", capsys)
+    assert "cell body" in _run_failing_cell(shell, f"%%gazette append {journal} -d extra\nbody", capsys)
 
 
 def test_cell_body_is_refused_where_a_command_takes_none(shell, magics, capsys) -> None:
@@ -148,9 +153,9 @@ children:
 """
     table = shell.run_cell_magic("gazette", "apply", yaml)
     assert table.column("journal") == ["tests/notebook/applied/a", "tests/notebook/applied/b"]
-    listed = magics.run("journals prefix=tests/notebook/applied/")
+    listed = magics.run("journals -l prefix=tests/notebook/applied/")
     assert listed.column("primary") == ["broker-0", "broker-0"]
-    magics.run("append tests/notebook/applied/a z")
+    magics.run("append tests/notebook/applied/a -d z")
     assert magics.run("flush tests/notebook/applied/a").column("store") == [magics.cluster.store]
     with pytest.raises(NotebookError, match="YAML in the cell body"):
         magics.run("apply")
@@ -199,7 +204,8 @@ async def test_blocking_read_prints_arrivals_until_its_timeout(shell, magics, jo
     helper.join(DEADLINE_S)
     monkeypatch.undo()
     assert out.getvalue().splitlines() == ["0\tfirst", "6\tsecond", "13\tpart (partial line)"]
-    assert summary == f"{journal}: 2 line(s) from offset 0 to 13; stopped after {BLOCK_TIMEOUT_S:g} s"
+    # --timeout is the CLI's: the read ends once that long passed without new content.
+    assert summary == f"{journal}: 2 line(s) from offset 0 to 13; no new content for {BLOCK_TIMEOUT_S:g} s"
     assert elapsed >= BLOCK_TIMEOUT_S  # it kept waiting at the head until the timeout
     assert client.read_all(journal) == b"first\nsecond\npart"  # the next read is unaffected
 

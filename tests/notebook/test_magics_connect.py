@@ -24,8 +24,8 @@ def test_connect_then_commands_use_that_cluster(attached, magics, journal) -> No
     table = attached.run(f"connect {endpoint} --etcd {etcd}")
     assert table.column("endpoint") == [endpoint] and etcd in table.title
     assert attached.run("status").column("state") == ["connected"]
-    assert attached.run(f"journals name={journal}").column("primary") == ["broker-0"]
-    assert attached.run(f"append {journal} 'from elsewhere'").column("end") == [15]
+    assert attached.run(f"journals -l name={journal}").column("primary") == ["broker-0"]
+    assert attached.run(f"append {journal} -d 'from elsewhere'").column("end") == [15]
     assert magics.client.read_all(journal) == b"from elsewhere\n"  # the same cluster
     assert attached.run(f"read {journal}").column("content") == ["from elsewhere"]
     assert attached.cluster is None  # nothing was started here...
@@ -42,7 +42,7 @@ def test_connect_applies_and_waits_for_a_primary(attached, magics) -> None:
     assert attached.run("apply", yaml).column("journal") == [name]
     (info,) = magics.client.list_journals(f"name={name}")
     assert info.route.primary == 0  # apply returned once the journal had a primary
-    assert attached.run(f"append {name} x").column("begin") == [0]
+    assert attached.run(f"append {name} -d x").column("begin") == [0]
 
 
 def test_connect_refusals_leave_the_state_alone(attached, magics) -> None:
@@ -54,7 +54,7 @@ def test_connect_refusals_leave_the_state_alone(attached, magics) -> None:
     assert type(info.value) is UsageError and "\n" not in str(info.value)
     assert str(info.value).startswith("%gazette connect: ") and "UNAVAILABLE" in str(info.value)
     assert attached.connected is None
-    with pytest.raises(NotebookError, match="the following arguments are required: broker"):
+    with pytest.raises(NotebookError, match="Missing argument 'BROKER'"):
         attached.run("connect")
     with pytest.raises(NotebookError, match="a cluster is up here"):
         magics.run(f"connect {magics.cluster.broker_endpoints[0]}")

@@ -1,4 +1,4 @@
-"""`%gazette` by IPython's conventions: help made from the argument definitions (`--help`,
+"""`%gazette` by IPython's conventions: help made from the command definitions (`--help`,
 `COMMAND --help`, `%gazette?`), cells that run the magics as a notebook does, DataFrame results,
 and `current_cluster()` / `current_client()` for code in the notebook."""
 
@@ -15,19 +15,28 @@ from gazette.notebook.magics import COMMANDS
 def test_help_lists_every_command(shell, capsys) -> None:
     assert shell.run_line_magic("gazette", "--help") is None
     out = capsys.readouterr().out
-    assert out.startswith("usage: %gazette ")
+    assert out.startswith("Usage: %gazette COMMAND ")
     for command in COMMANDS:
-        assert f"\n    {command} " in out or f"\n    {command}\n" in out, command
+        assert f"\n  {command} " in out, command
+    assert "Notebook-only commands:\n  up " in out
 
 
 def test_command_help_shows_its_arguments(shell, capsys) -> None:
     assert shell.run_line_magic("gazette", "read --help") is None
     out = capsys.readouterr().out
-    assert out.startswith("usage: %gazette read ")
-    for option in ("--offset N", "--tail N", "--committed", "--block", "--timeout S"):
+    assert out.startswith("Usage: %gazette read [OPTIONS] [journal]")
+    for option in (
+        "-l, --selector",
+        "--offset",
+        "--tail",
+        "--last N",
+        "--committed",
+        "-b, --block",
+        "--timeout",
+    ):
         assert option in out, option
     shell.run_cell("%%gazette append --help\nnot appended")
-    assert capsys.readouterr().out.startswith("usage: %gazette append ")
+    assert capsys.readouterr().out.startswith("Usage: %gazette append ")
 
 
 def test_question_mark_shows_a_docstring_with_every_commands_usage(shell, capsys) -> None:
@@ -35,11 +44,11 @@ def test_question_mark_shows_a_docstring_with_every_commands_usage(shell, capsys
     assert shell.find_cell_magic("gazette").__doc__ == doc
     for command in COMMANDS:
         assert f"\n  %gazette {command}" in doc, command
-    assert "%gazette read [--offset N] [--tail N] [--committed] [--block] [--timeout S] journal" in doc
+    assert "%gazette read [OPTIONS] [journal]" in doc
     assert "current_cluster()" in doc and "UsageError" in doc
     capsys.readouterr()
     assert shell.run_cell("%gazette?").success
-    assert "%gazette connect [--etcd URL] broker" in capsys.readouterr().out
+    assert "%gazette connect [OPTIONS] {BROKER}" in capsys.readouterr().out
 
 
 def test_cell_magic_appends_the_body_as_one_append(shell, magics, journal) -> None:
@@ -51,8 +60,8 @@ def test_cell_magic_appends_the_body_as_one_append(shell, magics, journal) -> No
 
 
 def test_list_results_are_dataframes_with_a_sensible_text_view(magics, journal) -> None:
-    magics.run(f"append {journal} 'a line'")
-    journals = magics.run(f"journals name={journal}")
+    magics.run(f"append {journal} -d 'a line'")
+    journals = magics.run(f"journals -l name={journal}")
     assert isinstance(journals, pd.DataFrame)
     assert list(journals.columns) == ["journal", "replication", "primary", "members", "labels"]
     assert journals.loc[0, "journal"] == journal
@@ -61,7 +70,7 @@ def test_list_results_are_dataframes_with_a_sensible_text_view(magics, journal) 
     assert journal in text[1]
     fragments = magics.run(f"fragments {journal}")
     assert isinstance(fragments, pd.DataFrame) and fragments["end"].tolist() == [7]
-    empty = magics.run("journals name=tests/notebook/no-such-journal")
+    empty = magics.run("journals -l name=tests/notebook/no-such-journal")
     assert empty.empty and repr(empty).endswith("(no rows)")
     status = magics.run("status")
     assert repr(status).splitlines()[0] == status.title

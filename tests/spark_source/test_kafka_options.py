@@ -169,9 +169,28 @@ def test_trigger_loss_and_isolation_aliases():
     with pytest.raises(OptionError, match=r"isolation.level='serializable' is not one of \['committed', "
                        r"'uncommitted', 'raw', 'read_committed', 'read_uncommitted'\]"):  # fmt: skip
         _parse(**{"isolation.level": "serializable"})
-    with pytest.raises(OptionError, match=r"unknown option\(s\) \['kafka.isolation.level', 'subscribe'\] .*"
-                       r"; for kafka.isolation.level use isolation \(or isolation.level\); for subscribe use journals"):  # fmt: skip
+    with pytest.raises(
+        OptionError, match=r"unknown option\(s\) \['subscribe'\] .*; for subscribe use journals"
+    ):
         _parse(**{"kafka.isolation.level": "read_committed", "subscribe": "t"})
+
+
+def test_kafka_isolation_level_is_an_alias_of_isolation():
+    """Spark's Kafka source reads the isolation from the key kafka.isolation.level: so does this one."""
+    assert _parse(**{"kafka.isolation.level": "read_uncommitted"}).isolation == "uncommitted"
+    assert _parse(**{"KAFKA.ISOLATION.LEVEL": "read_committed"}).isolation == "committed"  # any case
+    assert (
+        _parse(**{"kafka.isolation.level": "raw", "isolation": "raw", "isolation.level": "raw"}).isolation
+        == "raw"
+    )
+    parsed = _parse(**{"kafka.isolation.level": "read_committed", "isolation": "committed"})
+    assert parsed.isolation == "committed" and "kafka.isolation.level" in parsed.given
+    with pytest.raises(
+        OptionError, match="options isolation='raw' and kafka.isolation.level='read_committed' disagree"
+    ):
+        _parse(**{"kafka.isolation.level": "read_committed", "isolation": "raw"})
+    with pytest.raises(OptionError, match=r"kafka.isolation.level='snapshot' is not one of \['committed', "):
+        _parse(**{"kafka.isolation.level": "snapshot"})
 
 
 def test_batch_and_stream_only_options_are_refused_where_they_do_not_apply(tmp_path):
