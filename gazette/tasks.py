@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import asyncio
 import sys
-from collections.abc import Awaitable
-from typing import TypeVar
+from collections.abc import Awaitable, Callable
+from typing import Any, TypeVar
 
 T = TypeVar("T")
 
@@ -26,18 +26,30 @@ async def cancel_and_wait(task: asyncio.Task | None) -> None:
 
 
 async def first_of(
-    awaitable: Awaitable[T], event: asyncio.Event | None, timeout: float | None = None
+    awaitable: Awaitable[T],
+    event: asyncio.Event | None,
+    timeout: float | None = None,
+    *,
+    give_back: Callable[[Any], object] | None = None,
 ) -> tuple[bool, T | None]:
     """Awaits `awaitable` unless `event` is set first (or `timeout` seconds pass): (True, its
-    result) or (False, None)."""
+    result) or (False, None).
+
+    `give_back`: where the awaitable takes something that must not be lost (a queue slot's only
+    pipeline or spool), the result that completed just as the caller was cancelled is handed to
+    it (e.g. `slot.put_nowait`) instead of being dropped with the cancellation."""
     get = asyncio.ensure_future(awaitable)
-    if event is None and timeout is None:
+    if event is None and timeout is None and give_back is None:
         return True, await get
     waits: set[asyncio.Future] = {get}
     if event is not None:
         waits.add(asyncio.ensure_future(event.wait()))
     try:
         await asyncio.wait(waits, timeout=timeout, return_when=asyncio.FIRST_COMPLETED)
+    except BaseException:
+        if give_back is not None and get.done() and not get.cancelled() and get.exception() is None:
+            give_back(get.result())
+        raise
     finally:
         for w in waits - {get}:
             w.cancel()

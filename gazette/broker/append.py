@@ -260,7 +260,7 @@ class AppendFSM:
         if slot.qsize():
             self.pln = slot.get_nowait()
         else:
-            got, pln = await first_of(slot.get(), self.res.invalidated)
+            got, pln = await first_of(slot.get(), self.res.invalidated, give_back=slot.put_nowait)
             if not got:
                 self.state = State.RESOLVE
                 return
@@ -284,7 +284,7 @@ class AppendFSM:
         if slot.qsize():
             spool = slot.get_nowait()
         else:
-            got, taken = await first_of(slot.get(), self.res.invalidated)
+            got, taken = await first_of(slot.get(), self.res.invalidated, give_back=slot.put_nowait)
             if not got or taken is None:
                 self.state = State.RESOLVE
                 return
@@ -489,7 +489,6 @@ class AppendFSM:
                     break
                 self.client_sum.update(content)
                 self.client_length += len(content)
-                self.total_chunks += 1
                 if pln.send_err() is not None:
                     break
             else:
@@ -508,6 +507,7 @@ class AppendFSM:
         except FlowControlUnderflow as exc:
             problem = str(exc)
         self.delayed_chunks = flow.delayed_chunks
+        self.total_chunks = flow.total_chunks  # every chunk read, the commit chunk included (as Gazette)
 
         # As Gazette, a register update that is present (even if empty) needs appended bytes.
         if eof and problem is None and self.client_length == 0 and (

@@ -121,7 +121,9 @@ async def serve_replicate(
             log.info("Replicate of %s: shutting down this broker's idle pipeline of a former primacy", journal)
             await stale.shutdown(expect_err=True)
             continue
-        got, got_spool = await first_of(replica.spool_slot.get(), res.invalidated, timeout=SPOOL_RECHECK_S)
+        got, got_spool = await first_of(
+            replica.spool_slot.get(), res.invalidated, timeout=SPOOL_RECHECK_S, give_back=replica.spool_slot.put_nowait
+        )  # a spool taken just as this stream is cancelled goes back, else the replica would lose it
         if got and got_spool is not None:
             spool = got_spool
             break
