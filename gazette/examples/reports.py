@@ -16,6 +16,7 @@ import logging
 import os
 import signal
 import tempfile
+import threading
 import time
 from collections.abc import Iterable, Sequence
 from typing import Any
@@ -97,7 +98,10 @@ def stop_at_phase(phase: str, records: Sequence[SideEffectRecord]) -> None:
     with os.fdopen(fd, "w") as f:
         f.write(f"{os.getpid()}\n")
     log.warning("TEST HOOK: stopping at side-effect phase %s (%s)", phase, [r.id for r in records])
-    os.kill(os.getpid(), signal.SIGSTOP)
+    # Directed at this thread, the stop takes it before kill() returns: sent to the process, another
+    # thread may take the signal and this one run on (up to a scheduler tick, longer under load) past
+    # the phase, e.g. into the transaction's first SQL write, holding sqlite's write lock while stopped.
+    signal.pthread_kill(threading.get_ident(), signal.SIGSTOP)
 
 
 def stop_next_at(control: str, phase: str, flag: str) -> str:
