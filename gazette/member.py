@@ -221,26 +221,30 @@ class Member:
         if self._stopping:
             return
         self._stopping = True
-        if graceful and not self.session.lost:
-            await self._drain()
-        if self._server is not None:
-            await self._server.stop(self.server_grace_s if graceful else 0)
-        await self._stop_serving()
-        await cancel_and_wait(self._reconciler)
-        await self.allocator.stop()
-        await self._stop_items(graceful)
-        late = await self.tasks.stop(STOP_TASKS_TIMEOUT_S)
-        if late:
-            log.warning("%s: cancelled %d task(s) still running %.0f s into its stop: %s",
-                        self.name, len(late), STOP_TASKS_TIMEOUT_S, ", ".join(late))  # fmt: skip
-        await self._before_lease_ends(graceful)
-        await self.ks.stop()
-        await self.session.close(revoke=self._revoke_on_stop(graceful))
-        await self._close()
-        if self._metrics_server is not None:
-            self._metrics_server.close()
-        await self.etcd.close()
-        self.stopped.set()
+        try:
+            if graceful and not self.session.lost:
+                await self._drain()
+            if self._server is not None:
+                await self._server.stop(self.server_grace_s if graceful else 0)
+            await self._stop_serving()
+            await cancel_and_wait(self._reconciler)
+            await self.allocator.stop()
+            await self._stop_items(graceful)
+            late = await self.tasks.stop(STOP_TASKS_TIMEOUT_S)
+            if late:
+                log.warning("%s: cancelled %d task(s) still running %.0f s into its stop: %s",
+                            self.name, len(late), STOP_TASKS_TIMEOUT_S, ", ".join(late))  # fmt: skip
+            await self._before_lease_ends(graceful)
+        finally:
+            # Also when this stop is itself cancelled (a caller's bound ran out): the KeySpace watch,
+            # the lease's keep-alive and the etcd channel must not outlive the member.
+            await self.ks.stop()
+            await self.session.close(revoke=self._revoke_on_stop(graceful))
+            await self._close()
+            if self._metrics_server is not None:
+                self._metrics_server.close()
+            await self.etcd.close()
+            self.stopped.set()
 
     async def _stop_serving(self) -> None:
         """After the server stopped: what else serves calls (e.g. a service's open streams)."""

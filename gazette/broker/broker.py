@@ -151,6 +151,7 @@ class Broker(Member):
         return True
 
     async def _close(self) -> None:
+        await self.persister.stop(drain=False)  # a no-op after _before_lease_ends; else (a cancelled stop) no retries linger
         await self.proxy.close()
 
     def _broker_spec(self) -> pb.BrokerSpec:

@@ -180,19 +180,25 @@ class Persister:
         if self._stopped:
             return
         self._stopping = True
-        if drain and self._items:
-            now = time.monotonic()
-            for item in self._items.values():
-                item.due = min(item.due, now)
-            self._wake.set()
-            log.info("persister draining %d fragments", len(self._items))
-            if self._scheduler is None:
-                await self.start()
-            try:
-                async with asyncio.timeout(self.drain_timeout_s):
-                    await self._idle.wait()
-            except TimeoutError:
-                pass
+        try:
+            if drain and self._items:
+                now = time.monotonic()
+                for item in self._items.values():
+                    item.due = min(item.due, now)
+                self._wake.set()
+                log.info("persister draining %d fragments", len(self._items))
+                if self._scheduler is None:
+                    await self.start()
+                try:
+                    async with asyncio.timeout(self.drain_timeout_s):
+                        await self._idle.wait()
+                except TimeoutError:
+                    pass
+        finally:  # also when the stop itself is cancelled mid-drain: nothing may go on retrying
+            await self._halt()
+
+    async def _halt(self) -> None:
+        """Cancels the scheduler and attempts, fails what is still queued, and frees the threads."""
         self._stopped = True
         tasks = [t for t in (self._scheduler, *self._attempts) if t is not None]
         for task in tasks:

@@ -263,3 +263,24 @@ async def test_stop_gives_up_loudly_after_drain_timeout(
     assert any(c.fragment.content_name in m and "NOT persisted" in m for m in errors)
     with pytest.raises(GazetteError, match="NOT persisted"):
         await waiter
+
+
+async def test_a_stop_cancelled_mid_drain_still_halts_the_persister(
+    closed_endpoint: str, aws_dummy_credentials: None
+) -> None:
+    """A caller's bound that cancels a draining stop (LocalCluster's, a broker stop's) must not leave the
+    scheduler retrying for good: the persister halts and the fragment's waiters are failed."""
+    dead = f"s3://nowhere/p/?endpoint={closed_endpoint}&region=us-east-1"
+    p = Persister(retry_s=0.1, drain_timeout_s=3600.0)
+    await p.start()
+    c = completed("cancelled/j", 0, b"precious")
+    p.submit(c, spec_lookup=specs({"cancelled/j": Spec([dead])}), primary=False, on_persisted=lambda f: None)
+    waiter = asyncio.ensure_future(p.flush(c.fragment))
+    stopping = asyncio.ensure_future(p.stop(drain=True))
+    await async_wait_for("the drain to start", lambda: p._stopping, DEADLINE_S, POLL_S)
+    stopping.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await stopping
+    assert p._scheduler is not None and p._scheduler.done() and p.pending == 0
+    with pytest.raises(GazetteError, match="NOT persisted"):
+        await waiter
