@@ -161,7 +161,7 @@ class Member:
         return graceful
 
     def _ignores_lease_loss(self) -> bool:
-        """True to act on nothing when the lease is lost (a test hook's zombie)."""
+        """True to act on nothing when the lease is lost (gazette.testing.zombie makes a zombie so)."""
         return False
 
     def _before_renewal(self) -> None:

@@ -116,7 +116,6 @@ class Consumer(Member):
         self.broker_tls = broker_tls
         self.metrics = ConsumerMetrics(lambda: self.shards.values())
         self.shards: dict[str, Shard] = {}
-        self._holding_view = False  # hold_etcd_view (a test hook)
 
     # ---- the member's hooks
 
@@ -155,18 +154,6 @@ class Consumer(Member):
 
     async def _close(self) -> None:
         await self.client.close()
-
-    def _ignores_lease_loss(self) -> bool:
-        return self._holding_view
-
-    def hold_etcd_view(self) -> None:
-        """Test hook (zombie scenarios): from now on this member acts on its current view of etcd,
-        applying no updates and ignoring the loss of its lease, so it believes it is still primary
-        of what it holds. Only the stores' fences can stop it. `gazette consumer run` wires it to
-        SIGUSR1 when GAZETTE_TEST_HOLD_VIEW_ON_SIGUSR1=1; nothing else calls it."""
-        log.warning("consumer %s: TEST HOOK: holding its etcd view (a zombie from now on)", self.suffix)
-        self._holding_view = True
-        self.ks.hold()
 
     # ---- shards
 
