@@ -41,8 +41,15 @@ LOG_TAIL_LINES = 30
 CLIENT_CHANNEL_OPTIONS: dict[str, Any] = {
     "grpc.initial_reconnect_backoff_ms": 100,
     "grpc.max_reconnect_backoff_ms": 1000,
+    # Pings find a connection a silent partition killed (packets dropped, no reset) within seconds.
+    # etcd refuses pings more often than its --grpc-keepalive-min-time (5 s), so not below that.
     "grpc.keepalive_time_ms": 10_000,
-    "grpc.keepalive_timeout_ms": 10_000,
+    "grpc.keepalive_timeout_ms": 5_000,
+    # gRPC core waits this long for a ping's answer (60 s by default), whatever keepalive_timeout says.
+    "grpc.http2.ping_timeout_ms": 5_000,
+    # By default a client stops pinging after two pings without data: an idle connection would then
+    # never be found dead.
+    "grpc.http2.max_pings_without_data": 0,
 }
 
 # The health check talks to our own loopback etcd: an http_proxy in the environment must not apply.

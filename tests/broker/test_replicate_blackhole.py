@@ -6,11 +6,11 @@ journal takes appends again (the chaos soak stalled on this after partitions bet
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import time
 from pathlib import Path
 
 import grpc
+from blackhole import BlackHole
 
 from gazette.broker.proxy import REPLICATE_METHOD
 from gazette.client.loop import default_loop
@@ -19,48 +19,6 @@ from gazette.protocol import broker_pb2 as pb
 
 J = "examples/blackhole/part-000"
 BOUND_S = 30.0  # far above the servers' keepalive (2 s) plus its timeout (4 s)
-
-
-class BlackHole:
-    """A TCP forwarder on 127.0.0.1 that, once `cut()`, stops moving bytes both ways while keeping
-    both connections open: the packets of a cut link, as the peers see them."""
-
-    def __init__(self, target_port: int) -> None:
-        self.target_port = target_port
-        self.cut_event = asyncio.Event()
-        self._server: asyncio.Server | None = None
-        self._writers: list[asyncio.StreamWriter] = []
-        self.port = 0
-
-    async def start(self) -> None:
-        self._server = await asyncio.start_server(self._accept, "127.0.0.1", 0)
-        self.port = self._server.sockets[0].getsockname()[1]
-
-    def cut(self) -> None:
-        self.cut_event.set()
-
-    async def _accept(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        up_reader, up_writer = await asyncio.open_connection("127.0.0.1", self.target_port)
-        self._writers += [writer, up_writer]
-        await asyncio.gather(self._pump(reader, up_writer), self._pump(up_reader, writer), return_exceptions=True)
-
-    async def _pump(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        while not self.cut_event.is_set():
-            data = await reader.read(65536)
-            if not data:
-                return
-            if self.cut_event.is_set():
-                return  # dropped, and nothing more is read: the kernel buffers fill, as on a dead link
-            writer.write(data)
-            await writer.drain()
-        await asyncio.Event().wait()  # cut: hold the connection open, moving nothing
-
-    async def close(self) -> None:
-        if self._server is not None:
-            self._server.close()
-        for w in self._writers:
-            with contextlib.suppress(Exception):
-                w.transport.abort()
 
 
 def _released(replica) -> bool:  # type: ignore[no-untyped-def]
@@ -91,7 +49,9 @@ def test_a_replicate_stream_cut_silently_releases_the_spool(etcd, etcd_root, tmp
             await hole.start()
             channel = grpc.aio.insecure_channel(f"127.0.0.1:{hole.port}")
             stream = channel.stream_stream(
-                REPLICATE_METHOD, request_serializer=lambda b: b, response_deserializer=pb.ReplicateResponse.FromString
+                REPLICATE_METHOD,
+                request_serializer=lambda b: b,
+                response_deserializer=pb.ReplicateResponse.FromString,
             )()
             first = pb.ReplicateRequest(
                 header=res.header, proposal=pb.Fragment(journal=J, begin=0, end=0), registers=pb.LabelSet(),
