@@ -163,9 +163,10 @@ def test_chaos_loses_nothing_and_recovers(tmp_path, monkeypatch, network, rounds
     net, why = network
     report: list[str] = []
     say(report, f"chaos: seed {seed} ({SEED_ENV}={seed} replays it), {rounds} rounds")
-    # Partitions stay in make soak until its open stalls are found (a partition between brokers or of
-    # a primary has stalled a pipeline now and then, each replay of the seed passing);
-    # GAZETTE_CHAOS_PARTITIONS=1 puts them in a short run too.
+    # Partitions stay in make soak: after an isolated primary heals, a client's channel to it has no
+    # keepalive pings, so appends on the dead connection wait out their 60 s timeout and the summers
+    # can miss the recovery bound now and then (seed 996806, round 39). GAZETTE_CHAOS_PARTITIONS=1
+    # puts them in a short run too.
     short = (
         rounds < SOAK_ROUNDS
         and not os.environ.get("GAZETTE_CHAOS_PARTITIONS")
