@@ -670,7 +670,7 @@ class AsyncClient:
                 resp = await make_call(stub)
             except grpc.aio.AioRpcError as exc:
                 trace.saw_rpc_error(exc)
-                if exc.code() != grpc.StatusCode.UNAVAILABLE or attempt >= unavailable_attempts:
+                if not _unavailable(exc) or attempt >= unavailable_attempts:
                     raise _from_rpc_error(exc) from exc
                 self.failover(stub)
             else:
@@ -683,6 +683,16 @@ class AsyncClient:
                     return resp
             await asyncio.sleep(_backoff(attempt))
             attempt += 1
+
+
+def _unavailable(exc: grpc.aio.AioRpcError) -> bool:
+    """UNAVAILABLE, or grpc.aio's INTERNAL "Internal error from Core" that stands in for the status of a
+    call whose peer went away while a request was being written (grpc/grpc#36066: the write's failure
+    replaces the status the peer's end carried, UNAVAILABLE for a killed broker). Either way the
+    request may be tried again, on the next endpoint, as for a broker that is down."""
+    if exc.code() == grpc.StatusCode.UNAVAILABLE:
+        return True
+    return exc.code() == grpc.StatusCode.INTERNAL and exc.details() == "Internal error from Core"
 
 
 def _append_message(status: Status, journal: str, resp: pb.AppendResponse, trace: CallTrace) -> str:
