@@ -234,7 +234,7 @@ class Broker(Member):
                 self.background(replica.stop(), f"stop replica {journal}")
             else:
                 replica.update_spec(now[0])
-                replica.is_primary = now[2]
+                replica.set_primary(now[2])
         for journal, (spec, create_rev, primary) in assigned.items():
             if journal not in self.replicas:
                 replica = Replica(

@@ -110,6 +110,16 @@ class Replica:
                 pass
         self._tasks.clear()
 
+    def set_primary(self, primary: bool) -> None:
+        """Notes whether this broker is the journal's primary. Becoming primary refreshes the index
+        at once: as a replica it indexed its spools as unpersisted, and the old primary may have
+        persisted them since its last listing, so the new primary's ListFragments (and a Flush that
+        finds nothing of its own to persist) would show them unpersisted for up to
+        `refresh_interval` otherwise."""
+        if primary and not self.is_primary:
+            self._refresh_now.set()
+        self.is_primary = primary
+
     def update_spec(self, spec: JournalSpec) -> None:
         stores_changed = spec.stores != self.spec.stores
         self.spec = spec
@@ -151,6 +161,7 @@ class Replica:
 
     async def _refresh_loop(self) -> None:
         while True:
+            self._refresh_now.clear()  # before listing: a request made while it runs lists again
             try:
                 await self.refresh()
                 wait = self.spec.refresh_interval
@@ -159,7 +170,6 @@ class Replica:
             except Exception as exc:  # store down: retry; the index keeps what it had
                 log.warning("refresh of %s failed: %s", self.journal, exc)
                 wait = min(self.spec.refresh_interval, REFRESH_RETRY_S)
-            self._refresh_now.clear()
             try:
                 async with asyncio.timeout(wait):
                     await self._refresh_now.wait()
