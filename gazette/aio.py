@@ -13,11 +13,12 @@ def connect(
     timeout: float | None = DEFAULT_TIMEOUT_S,
     auth_keys: KeyedAuth | str | None = None,
     tls: TLSConfig | None = None,
+    keepalive: float | None = None,
 ) -> AsyncClient:
     """An async client for an existing cluster; call it from within a running event loop.
-    `timeout` is its calls' default bound in seconds (None: none); `auth_keys` and `tls` as
-    `gazette.connect`: see `AsyncClient`."""
-    return AsyncClient(broker, etcd, timeout=timeout, auth_keys=auth_keys, tls=tls)
+    `timeout` is its calls' default bound in seconds (None: none); `auth_keys`, `tls` and
+    `keepalive` as `gazette.connect`: see `AsyncClient`."""
+    return AsyncClient(broker, etcd, timeout=timeout, auth_keys=auth_keys, tls=tls, keepalive=keepalive)
 
 
 __all__ = ["AsyncClient", "connect"]

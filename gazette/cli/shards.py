@@ -678,6 +678,11 @@ def consumer_run(
     broker_trusted_ca_file: str | None = typer.Option(
         None, "--broker-trusted-ca-file", envvar="BROKER_TRUSTED_CA_FILE"
     ),
+    broker_keepalive: float | None = typer.Option(
+        None, "--broker-keepalive", envvar="BROKER_KEEPALIVE",
+        help="Ping the brokers every SECONDS (>= 1), so journal calls on a connection a partition cut fail "
+        "over within twice that. Only for gazette-py brokers: Gazette's refuse frequent pings.",
+    ),
 ) -> None:
     """Run one member of a consumer application until SIGTERM (graceful: its shards move first).
 
@@ -701,5 +706,6 @@ def consumer_run(
         auth_keys=auth_keys, server_tls=TLSConfig.of(server_cert_file, server_cert_key_file, server_ca_file),
         peer_tls=TLSConfig.of(peer_cert_file, peer_cert_key_file, peer_ca_file), broker_auth_keys=broker_auth_keys,
         broker_tls=TLSConfig.of(broker_cert_file, broker_cert_key_file, broker_trusted_ca_file),
+        broker_keepalive=broker_keepalive,
     )  # fmt: skip
     run(consumer, log_level, log_format.value if log_format else None)

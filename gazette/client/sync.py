@@ -38,16 +38,17 @@ class Client:
         timeout: float | None = DEFAULT_TIMEOUT_S,
         auth_keys: KeyedAuth | str | None = None,
         tls: TLSConfig | None = None,
+        keepalive: float | None = None,
     ) -> None:
         """A client of the brokers at `broker` (one endpoint, or several comma-separated that calls
         move between when one is UNAVAILABLE), running its AsyncClient on `loop` (default: the
         process's shared background loop thread). `etcd` is kept for the tools that need the
-        cluster's etcd; `timeout`, `auth_keys` and `tls` are as for `gazette.connect` (ValueError for
-        a bad `timeout`). Channels open lazily: an unreachable broker fails the first call, not this."""
+        cluster's etcd; `timeout`, `auth_keys`, `tls` and `keepalive` are as for `gazette.connect`
+        (ValueError for a bad `timeout` or `keepalive`). Channels open lazily: an unreachable broker fails the first call, not this."""
         self._loop = loop or default_loop()
 
         async def make() -> AsyncClient:
-            return AsyncClient(broker, etcd, timeout=timeout, auth_keys=auth_keys, tls=tls)
+            return AsyncClient(broker, etcd, timeout=timeout, auth_keys=auth_keys, tls=tls, keepalive=keepalive)
 
         self.aio: AsyncClient = self._loop.run(make())
         self.broker = broker
@@ -244,9 +245,12 @@ def connect(
     timeout: float | None = DEFAULT_TIMEOUT_S,
     auth_keys: KeyedAuth | str | None = None,
     tls: TLSConfig | None = None,
+    keepalive: float | None = None,
 ) -> Client:
     """A sync client for an existing cluster, through the broker at `broker`. `timeout` is its
     calls' default bound in seconds (None: none): see `Client`. `auth_keys` (Gazette's --auth-keys:
     base64 keys, the first signs) signs every call; `tls` (a gazette.auth.TLSConfig) is the CA and
-    client certificate for https:// brokers."""
-    return Client(broker, etcd, timeout=timeout, auth_keys=auth_keys, tls=tls)
+    client certificate for https:// brokers. `keepalive` (seconds; None: off) pings gazette-py
+    brokers that often so calls leave a connection a partition cut within twice that (see
+    `AsyncClient`; not for Gazette's Go brokers, which refuse frequent pings)."""
+    return Client(broker, etcd, timeout=timeout, auth_keys=auth_keys, tls=tls, keepalive=keepalive)

@@ -47,6 +47,7 @@ from gazette.keyspace.etcd import txn
 from gazette.keyspace.keyspace import KeySpace
 from gazette.member import LeaseLossPolicy, Member
 from gazette.protocol import gazette_py_pb2_grpc, shard_pb2_grpc
+from gazette.protocol.endpoints import check_keepalive
 
 log = logging.getLogger(__name__)
 
@@ -90,11 +91,13 @@ class Consumer(Member):
         peer_tls: TLSConfig | None = None,
         broker_auth_keys: KeyedAuth | str | None = None,
         broker_tls: TLSConfig | None = None,
+        broker_keepalive: float | None = None,
     ) -> None:
         """Security, as Gazette's consumer flags: `auth_keys` (--consumer.auth-keys) makes every
         Shard RPC require a signed token and signs calls proxied to other members; `server_tls`
         serves over TLS (https:// endpoint); `peer_tls` is presented to and trusts other members;
-        `broker_auth_keys` and `broker_tls` (--broker.*) are those of this member's journal client.
+        `broker_auth_keys` and `broker_tls` (--broker.*) are those of this member's journal client,
+        and `broker_keepalive` its ping interval (seconds; None: none; see AsyncClient).
         `metrics_port` serves /metrics over HTTP on `host` (0: a free port; None: not served)."""
         if not isinstance(app, Application):
             raise TypeError(f"{app!r} is not a gazette.consumer.Application")
@@ -114,6 +117,7 @@ class Consumer(Member):
         self.peer_tls = peer_tls
         self.broker_auth = KeyedAuth.coerce(broker_auth_keys)
         self.broker_tls = broker_tls
+        self.broker_keepalive = check_keepalive(broker_keepalive)
         self.metrics = ConsumerMetrics(lambda: self.shards.values())
         self.shards: dict[str, Shard] = {}
 
@@ -134,7 +138,8 @@ class Consumer(Member):
 
     async def _open(self, server: grpc.aio.Server) -> None:
         self.client = AsyncClient(
-            self.broker_endpoint, self.etcd_endpoint, auth_keys=self.broker_auth, tls=self.broker_tls
+            self.broker_endpoint, self.etcd_endpoint, auth_keys=self.broker_auth, tls=self.broker_tls,
+            keepalive=self.broker_keepalive,
         )
         self.service = ShardService(self)
         shard_pb2_grpc.add_ShardServicer_to_server(self.service, server)

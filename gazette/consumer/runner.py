@@ -39,6 +39,7 @@ from gazette.consumer.status import ReplicaCode
 from gazette.consumer.transaction import Hooks
 from gazette.keyspace.etcd import connect
 from gazette.keyspace.procutil import read_ready_line, spawn, terminate, terminate_all
+from gazette.protocol.endpoints import check_keepalive
 from gazette.protocol.errors import ConfigurationError, StateError, ValidationError
 
 log = logging.getLogger(__name__)
@@ -107,6 +108,7 @@ class ConsumerGroup:
         log_level: str = "WARNING",
         restart_exited: bool = True,
         security: ClusterSecurity | None = None,
+        broker_keepalive: float | None = None,
     ) -> None:
         if isinstance(processes, bool) or not isinstance(processes, int) or processes < 1:
             raise ValidationError(f"run_consumer needs processes >= 1 (got {processes!r})")
@@ -132,6 +134,7 @@ class ConsumerGroup:
         self.log_level = log_level
         # Auth keys and TLS of the whole cluster: members verify and sign with them, as the group's client.
         self.security = security or ClusterSecurity()
+        self.broker_keepalive = check_keepalive(broker_keepalive)  # members' pings to brokers (Consumer)
         self._loop = loop or default_loop()
         self._n = processes
         self._own_dir = data_dir is None
@@ -260,6 +263,7 @@ class ConsumerGroup:
                 exit_drain_s=self.exit_drain_s, auth_keys=self.security.auth_keys,
                 server_tls=self.security.server_tls, peer_tls=self.security.client_tls,
                 broker_auth_keys=self.security.auth_keys, broker_tls=self.security.client_tls,
+                broker_keepalive=self.broker_keepalive,
             )  # fmt: skip
             self._loop.run(_started(consumer), timeout=START_TIMEOUT_S)
             m.consumer, m.endpoint, m.metrics = consumer, consumer.endpoint, consumer.metrics_endpoint
@@ -321,6 +325,8 @@ class ConsumerGroup:
             "--lease-ttl", str(self.lease_ttl_s), "--exit-drain", str(self.exit_drain_s),
             "--log-level", self.log_level, *self.security.server_args(),
         ]  # fmt: skip
+        if self.broker_keepalive is not None:
+            cmd += ["--broker-keepalive", str(self.broker_keepalive)]
         tls = self.security.client_tls
         for flag, value in (("--broker-cert-file", tls and tls.cert_file),
                             ("--broker-cert-key-file", tls and tls.key_file),

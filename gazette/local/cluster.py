@@ -38,6 +38,7 @@ from gazette.client.timeouts import CallTimeout
 from gazette.keyspace.etcd import EmbeddedEtcd
 from gazette.keyspace.procutil import free_port, read_ready_line, spawn, terminate, terminate_all
 from gazette.local import gazette_peer
+from gazette.protocol.endpoints import PEER_KEEPALIVE_S
 from gazette.protocol.errors import ConfigurationError, GazetteError, StateError, ValidationError
 from gazette.protocol.spec import JournalSpec
 from gazette.tasks import dump_tasks
@@ -405,6 +406,7 @@ class LocalCluster:
         options.setdefault("log_level", self.log_level)
         options.setdefault("data_dir", os.path.join(self.data_dir, "consumers", root.strip("/").replace("/", "_")))
         options.setdefault("security", self.security)
+        options.setdefault("broker_keepalive", PEER_KEEPALIVE_S)  # its brokers are ours: they take pings
         group = ConsumerGroup(
             app, etcd=self.etcd_endpoint, broker=self._failover_endpoints(), root=root, processes=processes, loop=self._loop,
             **options,
@@ -479,7 +481,7 @@ class LocalCluster:
         if self._client is None:
             self._client = Client(
                 self._failover_endpoints(), self.etcd_endpoint, loop=self._loop,
-                auth_keys=self.security.auth_keys, tls=self.security.client_tls,
+                auth_keys=self.security.auth_keys, tls=self.security.client_tls, keepalive=PEER_KEEPALIVE_S,
             )  # fmt: skip
             self._client.use_shards(self.shard_client)
         return self._client

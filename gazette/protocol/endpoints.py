@@ -18,17 +18,44 @@ GRPC_CLIENT_OPTIONS = [
     ("grpc.max_reconnect_backoff_ms", 1000),
 ]
 
+PEER_KEEPALIVE_S = 2.0
+# The least ping interval gazette-py servers accept (GRPC_SERVER_KEEPALIVE_OPTIONS).
+MIN_KEEPALIVE_S = 1.0
+
+
+def check_keepalive(interval_s: float | None) -> float | None:
+    """`interval_s` when it is None or a ping interval gazette-py servers accept; ValueError otherwise."""
+    if interval_s is None:
+        return None
+    if isinstance(interval_s, bool) or not isinstance(interval_s, int | float) or not interval_s >= MIN_KEEPALIVE_S:
+        raise ValueError(f"keepalive {interval_s!r} is not a number of seconds >= {MIN_KEEPALIVE_S:g} (or None: off)")
+    return float(interval_s)
+
+
+def keepalive_options(interval_s: float) -> list[tuple[str, int]]:
+    """Channel options that ping the server every `interval_s` seconds and give up on the connection
+    when a ping goes unanswered for twice that: its calls then fail UNAVAILABLE (and are retried)
+    instead of waiting on a connection a partition or a stopped process silently broke. Only for
+    gazette-py servers: Gazette's Go servers keep gRPC's default policy and answer pings more often
+    than every 5 minutes, on a connection they send nothing on, with GOAWAY ("too_many_pings")."""
+    checked = check_keepalive(interval_s)
+    if checked is None:
+        raise ValueError("keepalive_options needs a ping interval, not None")
+    ms = int(checked * 1000)
+    return [
+        ("grpc.keepalive_time_ms", ms),
+        ("grpc.keepalive_timeout_ms", 2 * ms),
+        # gRPC core times an unanswered ping out after this (60 s by default), whatever
+        # keepalive_timeout says: without it a dead peer was found only a minute later.
+        ("grpc.http2.ping_timeout_ms", 2 * ms),
+        ("grpc.keepalive_permit_without_calls", 1),
+        ("grpc.http2.max_pings_without_data", 0),
+    ]
+
+
 # Broker-to-broker channels ping idle streams, so a peer that stopped (SIGSTOP, a dead host) breaks
 # its Replicate streams within seconds instead of holding a spool forever.
-GRPC_PEER_KEEPALIVE_OPTIONS = [
-    ("grpc.keepalive_time_ms", 2000),
-    ("grpc.keepalive_timeout_ms", 4000),
-    # gRPC core times an unanswered ping out after this (60 s by default), whatever keepalive_timeout
-    # says: without it a dead peer was found only a minute later.
-    ("grpc.http2.ping_timeout_ms", 4000),
-    ("grpc.keepalive_permit_without_calls", 1),
-    ("grpc.http2.max_pings_without_data", 0),
-]
+GRPC_PEER_KEEPALIVE_OPTIONS = keepalive_options(PEER_KEEPALIVE_S)
 # Servers accept those pings (the default policy answers pings more often than 5 min with GOAWAY),
 # and ping their own clients as often: a replica's Replicate handler only reads, so without pings of
 # its own a primary cut off by a partition (packets dropped, no reset) would leave that handler

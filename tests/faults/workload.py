@@ -28,7 +28,7 @@ from gazette.client.aio import AsyncClient
 from gazette.client.loop import LoopThread
 from gazette.protocol import broker_pb2 as pb
 from gazette.protocol import broker_pb2_grpc as pb_grpc
-from gazette.protocol.endpoints import GRPC_MESSAGE_OPTIONS, grpc_target
+from gazette.protocol.endpoints import GRPC_MESSAGE_OPTIONS, PEER_KEEPALIVE_S, grpc_target
 from gazette.protocol.errors import GazetteError
 from gazette.protocol.status import Status
 
@@ -368,7 +368,9 @@ class Workload:
     def _client(self, endpoint: str) -> AsyncClient:
         c = self._clients.get(endpoint)
         if c is None:
-            c = self._clients[endpoint] = AsyncClient(endpoint)
+            # Pings, as LocalCluster's own clients: an append on a connection a partition silently cut
+            # fails within seconds and is tried again, instead of waiting out its timeout.
+            c = self._clients[endpoint] = AsyncClient(endpoint, keepalive=PEER_KEEPALIVE_S)
         return c
 
     async def _reader(self) -> None:
