@@ -39,7 +39,7 @@ from gazette.consumer.status import ReplicaCode
 from gazette.consumer.transaction import Hooks
 from gazette.keyspace.etcd import connect
 from gazette.keyspace.procutil import read_ready_line, spawn, terminate, terminate_all
-from gazette.protocol.endpoints import check_keepalive
+from gazette.protocol.endpoints import PEER_KEEPALIVE_S, check_keepalive
 from gazette.protocol.errors import ConfigurationError, StateError, ValidationError
 
 log = logging.getLogger(__name__)
@@ -194,7 +194,7 @@ class ConsumerGroup:
         if self._client is None:
             self._client = ShardClient(
                 etcd=self.etcd, root=self.root, loop=self._loop,
-                auth_keys=self.security.auth_keys, tls=self.security.client_tls,
+                auth_keys=self.security.auth_keys, tls=self.security.client_tls, keepalive=PEER_KEEPALIVE_S,
             )  # fmt: skip
         return self._client
 
