@@ -153,6 +153,14 @@ class Clock:
             self._value += CLOCK_TICK
             return self._value
 
+    def tick_many(self, n: int) -> int:
+        """`n` ticks at once (n >= 1): returns the first of them; the others follow it one
+        CLOCK_TICK apart, the last being the clock's new value."""
+        with self._lock:
+            first = self._value + CLOCK_TICK
+            self._value += n * CLOCK_TICK
+            return first
+
     def update(self, clock: int) -> None:
         with self._lock:
             if clock > self._value:

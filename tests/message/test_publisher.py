@@ -18,6 +18,7 @@ from gazette.client.aio import AsyncClient
 from gazette.local.cluster import LocalCluster
 from gazette.message.envelope import Envelope
 from gazette.message.framing import JSONFraming, framing_for
+from gazette.message.framing.base import FramingError
 from gazette.message.framing.json_lines import _with_member
 from gazette.message.mapping import ModuloMapping, fnv1a32
 from gazette.message.publisher import Publisher
@@ -249,3 +250,42 @@ def test_json_frames_equal_the_general_encoding(cluster, client):
             assert data[e.begin : e.end] == general
             assert e.producer == pub.producer_id
         assert [e.flags for e in envs] == [Flags.OUTSIDE_TXN, Flags.CONTINUE_TXN] * len(messages)
+
+
+def test_a_batch_frames_exactly_what_publishing_each_message_would(cluster, client):
+    """publish_uncommitted_batch writes the bytes (UUIDs, clocks, order) that publish_uncommitted of
+    each message would, leaves the same ACK intent and rollback clock, and refuses as a whole."""
+    each, batch, rolled = "examples/pub/each", "examples/pub/batch", "examples/pub/rolled"
+    _create(cluster, client, each, batch, rolled)
+    messages = [{"word": "a", "n": 1}, {}, {"_meta": {"src": 1}}, {"n": [1, {"x": "é"}]}]
+    producer, start = new_producer_id(), clock_from_unix_ns(10**18)
+    one, many = (Publisher(client, producer_id=producer, clock=Clock(start)) for _ in range(2))
+    for m in messages:
+        one.publish_uncommitted(each, m)
+    assert many.publish_uncommitted_batch(batch, []) is None  # nothing to publish, no intent
+    many.publish_uncommitted_batch(batch, messages)
+    assert one.clock.value == many.clock.value == start + len(messages) * CLOCK_TICK
+    one.commit(WAIT_S)
+    many.commit(WAIT_S)
+    (e_each, e_batch) = (_read(client, j) for j in (each, batch))
+    assert client.read_all(each) == client.read_all(batch)  # the same frames, the ACKs included
+    assert [{k: v for k, v in e.message.items() if k != "_meta"} for e in e_batch[:-1]] == [
+        {k: v for k, v in m.items() if k != "_meta"} for m in messages
+    ]
+    assert [e.clock for e in e_batch] == [e.clock for e in e_each] and e_batch[-1].is_ack
+
+    with pytest.raises(FramingError, match="cannot encode"):  # an unencodable message refuses the whole batch
+        many.publish_uncommitted_batch(rolled, [{"n": 1}, {"bad": object()}])
+    with pytest.raises(TypeError, match="takes a journal name"):
+        many.publish_uncommitted_batch(lambda m: (rolled, NDJSON), messages)  # type: ignore[arg-type]
+    assert client.read_head(rolled) == 0
+
+    with pytest.raises(RuntimeError, match="abandon"), many.transaction(WAIT_S):
+        many.publish_uncommitted_batch(rolled, messages)
+        many.flush(WAIT_S)
+        raise RuntimeError("abandon")
+    envs = _read(client, rolled)
+    assert len(envs) == len(messages) + 1 and envs[-1].is_ack
+    assert envs[-1].clock == envs[0].clock - 1  # the rollback ACK, just below the batch's first clock
+    many.close()
+    one.close()
