@@ -315,6 +315,13 @@ class AppendFSM:
             self._fail(f"pipeline sync of {self.journal}: {err}")
             return
         if roll_to:
+            own_end = self.pln.spool.fragment.end
+            if roll_to > own_end and self.replica is not None:
+                # A peer has commits this primary lacks: the journal moves past them, and only that
+                # peer's spool (persisted promptly, see Spool) holds [own_end, roll_to). List the
+                # stores until they do, so readers here are not left waiting on the gap.
+                log.info("pipeline sync of %s rolls forward from %d to a peer's end %d", self.journal, own_end, roll_to)
+                self.replica.refresh_until_covered(own_end, roll_to)
             self.roll_to = roll_to
             if roll_registers is not None:
                 self.registers = roll_registers

@@ -30,6 +30,7 @@ from gazette.protocol.spec import JournalSpec
 log = logging.getLogger(__name__)
 
 REFRESH_RETRY_S = 1.0
+GAP_REFRESH_LIMIT_S = 300.0  # refresh_until_covered: listing every REFRESH_RETRY_S for at most this
 PULSE_INTERVAL_S = 60.0  # Gazette's healthCheckInterval (docs/semantics.md#pulse)
 PULSE_RETRY_S = 2.0  # after a failed pulse (a peer not ready yet, or gone)
 
@@ -98,6 +99,9 @@ class Replica:
             await pipeline.shutdown(expect_err=discard)
         spool = await self.spool_slot.get()  # a Replicate stream releases it when its route changes
         if discard:
+            if spool.fragment.length:
+                log.warning("%s: dropping this former primary's spool [%d, %d) (not persisted from here; "
+                            "peers keep what they acknowledged)", self.journal, spool.fragment.begin, spool.fragment.end)
             spool.discard()
         else:
             spool.close()
@@ -137,7 +141,8 @@ class Replica:
             return  # streaming-only journal: nothing is persisted
         self._unpersisted[completed.fragment] = None
         self._persister.submit(
-            completed, spec_lookup=lambda _journal: _PersistSpec(self.spec), primary=self.is_primary or self.persist_promptly,
+            completed, spec_lookup=lambda _journal: _PersistSpec(self.spec),
+            primary=self.is_primary or self.persist_promptly or completed.ahead_of_primary,
             on_persisted=self._on_persisted,
         )
 
@@ -158,6 +163,23 @@ class Replica:
         self._recently_persisted = [(t, f) for t, f in self._recently_persisted if t >= started]
         self._known_remote = listed
         self.index.replace_remote(listed + [f for _, f in self._recently_persisted])
+
+    def refresh_until_covered(self, begin: int, end: int) -> None:
+        """Lists the stores every REFRESH_RETRY_S until the index covers [begin, end) (a range only
+        a peer's spool held), for at most GAP_REFRESH_LIMIT_S; then warns that it is still a gap."""
+        self._tasks = [t for t in self._tasks if not t.done()]
+        if not self._stopped and self.spec.stores:
+            self._tasks.append(asyncio.create_task(self._refresh_until_covered(begin, end), name=f"gap refresh {self.journal}"))
+
+    async def _refresh_until_covered(self, begin: int, end: int) -> None:
+        deadline = time.monotonic() + GAP_REFRESH_LIMIT_S
+        while not self.index.covers(begin, end):
+            if time.monotonic() >= deadline:
+                log.warning("%s: [%d, %d) is still not in the stores after %.0f s; readers there wait for it",
+                            self.journal, begin, end, GAP_REFRESH_LIMIT_S)
+                return
+            await asyncio.sleep(REFRESH_RETRY_S)
+            self._refresh_now.set()
 
     async def _refresh_loop(self) -> None:
         while True:

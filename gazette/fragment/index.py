@@ -112,6 +112,16 @@ class Index:
         """A snapshot of the CoverSet (remote ∪ local), in offset order."""
         return list(self._set)
 
+    def covers(self, begin: int, end: int) -> bool:
+        """Whether fragments of the index (persisted or spooled) cover every offset of [begin, end)."""
+        at = begin
+        for f in self._set:  # in offset order
+            if at >= end:
+                break
+            if f.begin <= at < f.end:
+                at = f.end
+        return at >= end
+
     def local_fragments(self) -> list[Fragment]:
         return list(self._local)
 

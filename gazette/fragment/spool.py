@@ -24,12 +24,15 @@ __all__ = ["CompletedSpool", "Spool", "SpoolError", "SpoolObserver"]
 
 @dataclasses.dataclass
 class CompletedSpool:
-    """A non-empty spool that rolled: its final fragment and file, handed to the persister."""
+    """A non-empty spool that rolled: its final fragment and file, handed to the persister.
+    `ahead_of_primary`: this spool held content past a primary's proposal (see Spool), so it may be
+    the only copy of that range, which the journal has moved past: persist it without delay."""
 
     fragment: Fragment
     file: SpoolFile
     first_append_time: float | None
     registers: LabelSet
+    ahead_of_primary: bool = False
 
 
 class SpoolObserver(Protocol):
@@ -52,6 +55,12 @@ class Spool:
         self._directory = directory
         self._summer = hashlib.sha1()  # over [begin, end + delta)
         self._saved = self._summer.copy()  # over [begin, end): the state at the last commit
+        # Set when a proposal was refused because this fragment ends past it: a syncing primary
+        # lacked commits this replica has (an append that failed after reaching some replicas). The
+        # primary then rolls every member to this end, and this spool, completed by that roll, may be
+        # the only copy of [proposal end, end): it is handed on for prompt persistence, not after the
+        # replica delay (a replica killed within that delay would leave the journal a hole).
+        self._ahead_of_primary = False
 
     # --- content and proposals --------------------------------------------------------------------
 
@@ -103,6 +112,8 @@ class Spool:
             self._observer.on_commit(proposal, self.file)
             return Status.OK, proposal, self.registers
         # 4. Neither: tell the primary what we have.
+        if frag.end > proposal.end:
+            self._ahead_of_primary = True
         return Status.PROPOSAL_MISMATCH, frag, self.registers
 
     def _roll_forward(self, proposal: Fragment, registers: LabelSet) -> None:
@@ -115,6 +126,7 @@ class Spool:
                     file=self.file,
                     first_append_time=self.first_append_time,
                     registers=self.registers,
+                    ahead_of_primary=self._ahead_of_primary,
                 )
             )
         elif self.file is not None:
@@ -128,6 +140,7 @@ class Spool:
         self.file = None  # created lazily by the next content
         self.delta = 0
         self.first_append_time = None
+        self._ahead_of_primary = False
         self._summer = hashlib.sha1()
         self._saved = self._summer.copy()
 

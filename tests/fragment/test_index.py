@@ -285,3 +285,13 @@ async def test_spool_commits_reach_a_blocked_reader(tmp_path):
     assert res.status == Status.OK and res.file is spool.file
     assert res.fragment is not None and res.file is not None
     assert b"".join(res.file.reader(res.offset, res.fragment.end)) == b"hello"
+
+
+def test_covers_needs_every_offset_of_the_range(files):
+    index = Index(J)
+    index.replace_remote([remote(0, 100), remote(150, 200)])
+    index.spool_commit(local(200, 260), files(200))
+    assert index.covers(0, 100) and index.covers(10, 20) and index.covers(150, 260)
+    assert not index.covers(90, 160)  # [100, 150) is a gap
+    assert not index.covers(250, 300)  # past the end
+    assert index.covers(120, 120)  # an empty range

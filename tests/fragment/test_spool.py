@@ -257,6 +257,27 @@ def test_proposal_below_our_end_mismatches(spool: Spool):
     assert status == Status.PROPOSAL_MISMATCH and frag.end == 6
 
 
+def test_a_spool_ahead_of_a_syncing_primary_is_completed_for_prompt_persistence(spool: Spool, rec: Recorder):
+    """A replica holding commits a syncing primary lacks refuses its proposal; the primary then rolls
+    everyone to this end, and the completed spool, maybe the only copy of the range, is marked."""
+    append(spool, b"abc", registers=R1)
+    append(spool, b"def", registers=R1)  # an append the new primary never got
+    status, frag, _ = spool.apply_proposal(Fragment(J, 0, 3, sha1(b"abc")), R1)  # the primary's sync
+    assert status == Status.PROPOSAL_MISMATCH and frag.end == 6
+    assert spool.apply_proposal(Fragment(J, 6, 6), R1)[0] == Status.OK  # rolled to our end
+    [completed] = rec.completed
+    assert completed.fragment == Fragment(J, 0, 6, sha1(b"abcdef")) and completed.ahead_of_primary
+    # The mark is the completed spool's alone: an ordinary roll later is not marked.
+    append(spool, b"gh", registers=R1)
+    assert spool.apply_proposal(Fragment(J, 8, 8), R1)[0] == Status.OK
+    assert [c.ahead_of_primary for c in rec.completed] == [True, False]
+    # A primary that is ahead of us (we are the one behind) marks nothing.
+    append(spool, b"ij", registers=R1)
+    status, frag, _ = spool.apply_proposal(Fragment(J, 8, 20, sha1(b"x" * 12)), R1)  # rolls forward to 20
+    assert status == Status.PROPOSAL_MISMATCH and frag == Fragment(J, 20, 20)
+    assert [c.ahead_of_primary for c in rec.completed] == [True, False, False]
+
+
 def test_close_completes_and_is_idempotent(spool: Spool, rec: Recorder):
     append(spool, b"abc", registers=R1)
     spool.apply_content(b"uncommitted", 0)
