@@ -307,6 +307,7 @@ def test_every_outcome_and_replay_is_reached() -> None:
 
 
 @pytest.mark.soak
+@pytest.mark.timeout(1800)  # the soak profile's 5000 scripts of up to 200 steps: a few minutes
 def test_sequencer_model_soak() -> None:
     """Under `make soak` (profile "soak") many more and longer scripts."""
     run_state_machine_as_test(SequencerMachine, settings=settings(MODEL_SETTINGS, stateful_step_count=200))
