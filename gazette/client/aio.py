@@ -332,7 +332,7 @@ class AsyncClient:
         While the journal's route is in flux (no primary, too few brokers) or a broker is UNAVAILABLE
         the append is retried, for at most `timeout` seconds (the client's default unless given): then
         CallTimeout names the broker and the last status, e.g. for INSUFFICIENT_JOURNAL_BROKERS how
-        many brokers the journal needs and how many are alive. (`_trace`: the AppendService's record
+        many brokers the journal needs and how many are in its route. (`_trace`: the AppendService's record
         of what its attempts saw.)
         """
         validate_journal_name(journal, allow_meta=True)

@@ -125,18 +125,22 @@ class CallTrace:
 
     def insufficient_brokers(self) -> str:
         """What INSUFFICIENT_JOURNAL_BROKERS lacks: the brokers the journal's replication needs, and
-        those alive to serve it (its route's members, which the allocator fills up to R)."""
-        alive = self.route_members
+        those in its route (which the allocator fills up to R from the live brokers that are below
+        their journal limit)."""
+        members = self.route_members
         if self.replication:
             need = f"R={self.replication} needs {self.replication} brokers"
         else:
             need = "its replication needs more brokers than serve it"
-        if alive is None:
-            have = "too few are alive"
+        if members is None:
+            have = "too few are in its route"
         else:
-            names = f" ({', '.join(alive)})" if alive else ""
-            have = f"{len(alive)} {'is' if len(alive) == 1 else 'are'} alive{names}"
-        return f"{need}, {have}: restart or add a broker, or lower the journal's replication"
+            names = f" ({', '.join(members)})" if members else ""
+            have = f"{len(members)} {'is' if len(members) == 1 else 'are'} in its route{names}"
+        return (
+            f"{need}, {have}: the others are down or at their journal limit; restart or add a broker, "
+            "or lower the journal's replication"
+        )
 
     def timeout_error(self, timeout: float | None, cls: type[CallTimeout] = CallTimeout) -> CallTimeout:
         """The CallTimeout of this call, after `timeout` seconds."""

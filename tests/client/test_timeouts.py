@@ -72,8 +72,8 @@ def test_call_timeout_messages() -> None:
     err = trace.timeout_error(2.5)
     assert str(err) == (
         "append to a/b timed out after 2.5 s (broker http://127.0.0.1:9, last status "
-        "INSUFFICIENT_JOURNAL_BROKERS: R=3 needs 3 brokers, 2 are alive (zone-a#b1, zone-b#b2): restart "
-        "or add a broker, or lower the journal's replication)"
+        "INSUFFICIENT_JOURNAL_BROKERS: R=3 needs 3 brokers, 2 are in its route (zone-a#b1, zone-b#b2): "
+        "the others are down or at their journal limit; restart or add a broker, or lower the journal's replication)"
     )
     assert err.last_status == Status.INSUFFICIENT_JOURNAL_BROKERS and err.endpoint == "http://127.0.0.1:9"
     assert err.operation == "append to" and err.timeout == 2.5
@@ -137,7 +137,7 @@ def test_r3_append_times_out_saying_what_is_missing(cluster) -> None:
     assert err.last_status == Status.INSUFFICIENT_JOURNAL_BROKERS and err.subject == R3
     message = str(err)
     assert message.startswith(f"append to {R3} timed out after 3 s (broker http://127.0.0.1:")
-    assert "INSUFFICIENT_JOURNAL_BROKERS: R=3 needs 3 brokers, 2 are alive (" in message
+    assert "INSUFFICIENT_JOURNAL_BROKERS: R=3 needs 3 brokers, 2 are in its route (" in message
     assert err.endpoint in cluster.broker_endpoints
 
 
@@ -192,7 +192,7 @@ def test_publisher_flush_and_close_are_bounded(cluster) -> None:
             pub.flush()  # the client's default: 2 s
         message = str(info.value)
         assert message.startswith(f"flush of appends to {R3} timed out after 2 s (broker http://127.0.0.1:")
-        assert "R=3 needs 3 brokers, 2 are alive" in message
+        assert "R=3 needs 3 brokers, 2 are in its route" in message
         with pytest.raises(CallTimeout, match=rf"^close of appends to {R3} timed out after 1 s"):
             pub.close(timeout=1)  # drops what could not be appended, and says so
         assert pub.service.pending() == []
