@@ -166,13 +166,17 @@ class Replica:
 
     def refresh_until_covered(self, begin: int, end: int) -> None:
         """Lists the stores every REFRESH_RETRY_S until the index covers [begin, end) (a range only
-        a peer's spool held), for at most GAP_REFRESH_LIMIT_S; then warns that it is still a gap."""
+        peers' spools held), for at most GAP_REFRESH_LIMIT_S; then warns that it is still a gap.
+        Only the part past what the index knows once it has listed the stores counts: a new primary
+        (an empty spool at 0) waits for its peers' spools, not for ranges retention removed long ago."""
         self._tasks = [t for t in self._tasks if not t.done()]
         if not self._stopped and self.spec.stores:
             self._tasks.append(asyncio.create_task(self._refresh_until_covered(begin, end), name=f"gap refresh {self.journal}"))
 
     async def _refresh_until_covered(self, begin: int, end: int) -> None:
         deadline = time.monotonic() + GAP_REFRESH_LIMIT_S
+        await self.index.wait_first_refresh()
+        begin = max(begin, min(self.index.end_offset(), end))
         while not self.index.covers(begin, end):
             if time.monotonic() >= deadline:
                 log.warning("%s: [%d, %d) is still not in the stores after %.0f s; readers there wait for it",
