@@ -262,8 +262,8 @@ def test_sql_store_refuses_a_corrupt_registration(store_url, tmp_path) -> None:
 # ---- whole consumers (in-process brokers and consumers)
 
 
-def test_batch_report_example_runs_exactly_once(cluster) -> None:
-    result = reports.run(cluster, events=120)
+def test_batch_report_example_runs_exactly_once(cluster, tmp_path) -> None:
+    result = reports.run(cluster, events=120, work_dir=str(tmp_path / "reports"))
     assert result["events"] == 120 and result["reports"] >= 1
     assert reports.leftovers(cluster.client(), result["store"]) == {"staged": [], "unreferenced": []}
 
