@@ -21,7 +21,7 @@ from gazette.protocol import broker_pb2 as pb
 from gazette.protocol import broker_pb2_grpc as pb_grpc
 from gazette.protocol import gazette_py_pb2 as gpy
 from gazette.protocol import gazette_py_pb2_grpc as gpy_grpc
-from gazette.protocol.endpoints import GRPC_CLIENT_OPTIONS, GRPC_PEER_KEEPALIVE_OPTIONS
+from gazette.protocol.endpoints import GRPC_PEER_OPTIONS
 from gazette.protocol.status import Status, to_pb
 
 REPLICATE_METHOD = "/protocol.Journal/Replicate"
@@ -61,7 +61,7 @@ class Proxy:
     def _channel(self, endpoint: str) -> grpc.aio.Channel:
         ch = self._channels.get(endpoint)
         if ch is None:
-            ch = aio_channel(endpoint, self.peer_tls, [*GRPC_CLIENT_OPTIONS, *GRPC_PEER_KEEPALIVE_OPTIONS])
+            ch = aio_channel(endpoint, self.peer_tls, GRPC_PEER_OPTIONS)
             self._channels[endpoint] = ch
         return ch
 

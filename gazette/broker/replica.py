@@ -164,14 +164,19 @@ class Replica:
         self._known_remote = listed
         self.index.replace_remote(listed + [f for _, f in self._recently_persisted])
 
-    def refresh_until_covered(self, begin: int, end: int) -> None:
+    def refresh_until_covered(self, begin: int, end: int) -> asyncio.Task | None:
         """Lists the stores every REFRESH_RETRY_S until the index covers [begin, end) (a range only
         peers' spools held), for at most GAP_REFRESH_LIMIT_S; then warns that it is still a gap.
         Only the part past what the index knows once it has listed the stores counts: a new primary
-        (an empty spool at 0) waits for its peers' spools, not for ranges retention removed long ago."""
+        (an empty spool at 0) waits for its peers' spools, not for ranges retention removed long ago.
+        Returns the watching task (owned and cancelled by the replica), None when there is nothing to
+        list (no stores, or the replica stopped)."""
         self._tasks = [t for t in self._tasks if not t.done()]
-        if not self._stopped and self.spec.stores:
-            self._tasks.append(asyncio.create_task(self._refresh_until_covered(begin, end), name=f"gap refresh {self.journal}"))
+        if self._stopped or not self.spec.stores:
+            return None
+        task = asyncio.create_task(self._refresh_until_covered(begin, end), name=f"gap refresh {self.journal}")
+        self._tasks.append(task)
+        return task
 
     async def _refresh_until_covered(self, begin: int, end: int) -> None:
         deadline = time.monotonic() + GAP_REFRESH_LIMIT_S

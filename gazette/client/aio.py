@@ -40,7 +40,7 @@ from gazette.protocol import broker_pb2 as pb
 from gazette.protocol import broker_pb2_grpc as pb_grpc
 from gazette.protocol import gazette_py_pb2 as gpy
 from gazette.protocol import gazette_py_pb2_grpc as gpy_grpc
-from gazette.protocol.endpoints import GRPC_CLIENT_OPTIONS, keepalive_options
+from gazette.protocol.endpoints import client_options
 from gazette.protocol.errors import GazetteError, PeerError
 from gazette.protocol.labels import LabelSet
 from gazette.protocol.selector import LabelSelector
@@ -194,8 +194,7 @@ class AsyncClient:
         self.etcd = etcd
         self.auth = KeyedAuth.coerce(auth_keys)
         self.tls = tls
-        self.keepalive = keepalive
-        options = GRPC_CLIENT_OPTIONS + ([] if keepalive is None else keepalive_options(keepalive))
+        options = client_options(keepalive)
         self._channels = [aio_channel(e, tls, options) for e in self.endpoints]
         self._stubs = [pb_grpc.JournalStub(c) for c in self._channels]
         # Append per stub, taking requests already encoded (`_append_content_message`): no protobuf

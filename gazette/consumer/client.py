@@ -49,7 +49,7 @@ from gazette.keyspace.etcd import connect
 from gazette.message.checkpoint import Checkpoint
 from gazette.message.sequencer import Sequencer
 from gazette.protocol import gazette_py_pb2, gazette_py_pb2_grpc, shard_pb2, shard_pb2_grpc
-from gazette.protocol.endpoints import GRPC_CLIENT_OPTIONS, keepalive_options
+from gazette.protocol.endpoints import client_options
 from gazette.protocol.errors import ConfigurationError, GazetteError, PeerError, ValidationError
 from gazette.protocol.selector import LabelSelector
 from gazette.protocol.status import ShardStatus
@@ -232,7 +232,7 @@ class AsyncShardClient:
         """Raises ValidationError unless exactly one of `endpoint` and (`etcd`, `root`) is given, and
         ValueError for a bad `timeout` or `keepalive`. Channels open lazily, at the first call."""
         self.timeout = check_timeout(timeout)
-        self._options = GRPC_CLIENT_OPTIONS + ([] if keepalive is None else keepalive_options(keepalive))
+        self._options = client_options(keepalive)
         self.auth = KeyedAuth.coerce(auth_keys)
         self.tls = tls
         if endpoint is None and not (etcd and root):

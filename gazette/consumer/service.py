@@ -55,7 +55,7 @@ from gazette.keyspace import layout
 from gazette.keyspace.etcd import txn
 from gazette.message.framing import content_types
 from gazette.protocol import broker_pb2, gazette_py_pb2, gazette_py_pb2_grpc, shard_pb2, shard_pb2_grpc
-from gazette.protocol.endpoints import GRPC_CLIENT_OPTIONS, GRPC_PEER_KEEPALIVE_OPTIONS
+from gazette.protocol.endpoints import GRPC_PEER_OPTIONS
 from gazette.protocol.errors import GazetteError, ValidationError
 from gazette.protocol.labels import LabelSet
 from gazette.protocol.selector import LabelSelector
@@ -146,7 +146,7 @@ class ShardService(shard_pb2_grpc.ShardServicer):
         if channel is None:
             # Pings, as between brokers: a call proxied to a member that stopped fails within seconds.
             channel = self._proxies[endpoint] = aio_channel(
-                endpoint, self.consumer.peer_tls, [*GRPC_CLIENT_OPTIONS, *GRPC_PEER_KEEPALIVE_OPTIONS]
+                endpoint, self.consumer.peer_tls, GRPC_PEER_OPTIONS
             )
         return channel
 

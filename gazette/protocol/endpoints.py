@@ -32,16 +32,22 @@ def check_keepalive(interval_s: float | None) -> float | None:
     return float(interval_s)
 
 
-def keepalive_options(interval_s: float) -> list[tuple[str, int]]:
-    """Channel options that ping the server every `interval_s` seconds and give up on the connection
-    when a ping goes unanswered for twice that: its calls then fail UNAVAILABLE (and are retried)
-    instead of waiting on a connection a partition or a stopped process silently broke. Only for
-    gazette-py servers: Gazette's Go servers keep gRPC's default policy and answer pings more often
-    than every 5 minutes, on a connection they send nothing on, with GOAWAY ("too_many_pings")."""
-    checked = check_keepalive(interval_s)
-    if checked is None:
-        raise ValueError("keepalive_options needs a ping interval, not None")
-    ms = int(checked * 1000)
+def client_options(keepalive_s: float | None) -> list[tuple[str, int]]:
+    """GRPC_CLIENT_OPTIONS, plus (unless `keepalive_s` is None) a ping every `keepalive_s` seconds
+    that ends the connection when it goes unanswered for twice that: calls on it then fail
+    UNAVAILABLE (and are retried) instead of waiting on a connection a partition or a stopped process
+    silently broke. Pings only for gazette-py servers: Gazette's Go servers keep gRPC's default
+    policy and answer pings more often than every 5 minutes, on a connection they send nothing on,
+    with GOAWAY ("too_many_pings"). ValueError for an interval our servers would refuse."""
+    interval_s = check_keepalive(keepalive_s)
+    if interval_s is None:
+        return list(GRPC_CLIENT_OPTIONS)
+    return [*GRPC_CLIENT_OPTIONS, *_ping_options(interval_s)]
+
+
+def _ping_options(interval_s: float) -> list[tuple[str, int]]:
+    """Ping every `interval_s`, even when idle, and end the connection after twice that unanswered."""
+    ms = int(interval_s * 1000)
     return [
         ("grpc.keepalive_time_ms", ms),
         ("grpc.keepalive_timeout_ms", 2 * ms),
@@ -53,9 +59,9 @@ def keepalive_options(interval_s: float) -> list[tuple[str, int]]:
     ]
 
 
-# Broker-to-broker channels ping idle streams, so a peer that stopped (SIGSTOP, a dead host) breaks
-# its Replicate streams within seconds instead of holding a spool forever.
-GRPC_PEER_KEEPALIVE_OPTIONS = keepalive_options(PEER_KEEPALIVE_S)
+# Broker-to-broker (and member-to-member) channels ping every PEER_KEEPALIVE_S, so a peer that stopped
+# (SIGSTOP, a dead host) breaks its Replicate streams within seconds instead of holding a spool forever.
+GRPC_PEER_OPTIONS = client_options(PEER_KEEPALIVE_S)
 # Servers accept those pings (the default policy answers pings more often than 5 min with GOAWAY),
 # and ping their own clients as often: a replica's Replicate handler only reads, so without pings of
 # its own a primary cut off by a partition (packets dropped, no reset) would leave that handler
@@ -63,13 +69,9 @@ GRPC_PEER_KEEPALIVE_OPTIONS = keepalive_options(PEER_KEEPALIVE_S)
 # would wait for that spool for ever. With them the dead connection ends within seconds and the
 # spool is released.
 GRPC_SERVER_KEEPALIVE_OPTIONS = [
-    ("grpc.http2.min_recv_ping_interval_without_data_ms", 1000),
+    ("grpc.http2.min_recv_ping_interval_without_data_ms", int(MIN_KEEPALIVE_S * 1000)),
     ("grpc.http2.max_ping_strikes", 0),
-    ("grpc.keepalive_permit_without_calls", 1),
-    ("grpc.keepalive_time_ms", 2000),
-    ("grpc.keepalive_timeout_ms", 4000),
-    ("grpc.http2.ping_timeout_ms", 4000),
-    ("grpc.http2.max_pings_without_data", 0),
+    *_ping_options(PEER_KEEPALIVE_S),
 ]
 
 
