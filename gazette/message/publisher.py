@@ -103,7 +103,8 @@ class Publisher:
         self._own_service = service is None
         self.service = service if service is not None else AsyncAppendService(client, loop=self._binding.loop)
         self._producer_bits = int.from_bytes(self.producer_id, "big")
-        self._uuid_text = UUIDText(self.producer_id).text
+        self._uuid_texts = UUIDText(self.producer_id)
+        self._uuid_text = self._uuid_texts.text
         self._framings: dict[str, Framing] = dict(framings or {})
         self._content_types: dict[str, str] = {}  # journal name -> content type, for plain names
         self._routes: dict[str, tuple[Framing, FrameFn]] = {}  # plain journal name -> framing, frame fn
@@ -334,7 +335,8 @@ class Publisher:
         """Continues as a new producer (a random id): the old one's open spans are never acknowledged."""
         self.producer_id = new_producer_id()
         self._producer_bits = int.from_bytes(self.producer_id, "big")
-        self._uuid_text = UUIDText(self.producer_id).text
+        self._uuid_texts = UUIDText(self.producer_id)
+        self._uuid_text = self._uuid_texts.text
 
     def uuid(self, clock: int, flags: int) -> _uuid.UUID:
         """This producer's UUID for (clock, flags): the layout of `build_uuid`, built quickly."""
@@ -364,10 +366,9 @@ class Publisher:
         """CONTINUE_TXN frames of `messages` with consecutive clock ticks, noting the first in `first`."""
         clock = self.clock.tick_many(len(messages))
         first.append(clock)
-        ticks = range(clock, clock + len(messages) * CLOCK_TICK, CLOCK_TICK)
         if isinstance(framing, JSONFraming):
-            encode, text = framing.encode_uuid_text, self._uuid_text
-            return b"".join([encode(m, text(c, _CONTINUE_TXN)) for m, c in zip(messages, ticks, strict=True)])
+            return framing.encode_uuid_runs(messages, self._uuid_texts.runs(clock, len(messages), _CONTINUE_TXN))
+        ticks = range(clock, clock + len(messages) * CLOCK_TICK, CLOCK_TICK)
         return b"".join([framing.encode(m, self.uuid(c, _CONTINUE_TXN)) for m, c in zip(messages, ticks, strict=True)])
 
     def _frame_json(self, framing: JSONFraming, message: Any, flags: int) -> bytes:

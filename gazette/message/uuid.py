@@ -94,6 +94,24 @@ class UUIDText:
             self._rest[key] = rest
         return "%08x" % ((clock >> 4) & 0xFFFFFFFF) + rest
 
+    def runs(self, clock: int, count: int, flags: int) -> list[tuple[range, str]]:
+        """The texts of `count` ticks from `clock` (CLOCK_TICK apart, as `Clock.tick_many` hands them
+        out) as runs: each a range of time_low values (the first 8 hex digits) and the 28 characters
+        they share, in tick order. One run unless time_low wraps within the ticks. The text of each
+        tick is `"%08x" % time_low + rest`, equal to `text(tick, flags)`; ValueError as `text`."""
+        if count < 1:
+            return []
+        self.text(clock + (count - 1) * CLOCK_TICK, flags)  # validates the last tick (and flags)
+        step = CLOCK_TICK >> 4  # time_low units per tick
+        out: list[tuple[range, str]] = []
+        while count:
+            time_low = (clock >> 4) & 0xFFFFFFFF
+            n = min(count, -(-(0x100000000 - time_low) // step))  # ticks before time_low wraps
+            out.append((range(time_low, time_low + n * step, step), self.text(clock, flags)[8:]))
+            clock += n * CLOCK_TICK
+            count -= n
+        return out
+
 
 def _check_v1(u: UUID) -> bytes:
     raw = u.bytes

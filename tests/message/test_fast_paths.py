@@ -146,6 +146,71 @@ def test_uuid_text_memo_stays_bounded() -> None:
     assert 0 < len(t._rest) <= UUID_TEXT_MEMO_ENTRIES
 
 
+# --- the publisher's batch path: UUIDText.runs and JSONFraming.encode_uuid_runs --------------------
+
+# Clocks near a time_low wrap (clock bits 4..35 all ones) as well as anywhere.
+batch_clocks = st.integers(0, 2**64 - 1 - 64 * 160) | st.builds(
+    lambda hi, back, low: (hi << 36 | (0xFFFFFFFF << 4)) - back * 160 + low,
+    st.integers(1, 2**27),
+    st.integers(0, 40),
+    st.integers(0, 15),
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.binary(min_size=6, max_size=6), batch_clocks, st.integers(0, 40), st.integers(0, 0x3FF))
+def test_uuid_text_runs_are_the_texts_of_each_tick(producer: bytes, clock: int, count: int, flags: int) -> None:
+    runs = UUIDText(producer).runs(clock, count, flags)
+    texts = [f"{tl:08x}{rest}" for lows, rest in runs for tl in lows]
+    assert texts == [str(build_uuid(producer, clock + i * 160, flags)) for i in range(count)]
+    assert len(runs) <= 2  # 40 ticks cross at most one time_low wrap
+    if count and (clock >> 4) & 0xFFFFFFFF > 0xFFFFFFFF - 10 * (count - 1):
+        assert len(runs) == 2  # they crossed one here
+
+
+def test_uuid_text_runs_refuse_a_last_tick_out_of_range() -> None:
+    t = UUIDText(new_producer_id())
+    with pytest.raises(ValueError, match="not an unsigned 64-bit value"):
+        t.runs(2**64 - 200, 3, 2)
+    with pytest.raises(ValueError, match="do not fit in 10 bits"):
+        t.runs(1 << 40, 3, 0x400)
+    assert t.runs(1 << 40, 0, 2) == []
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.sampled_from(POINTERS), st.lists(messages, max_size=6), batch_clocks, st.booleans())
+def test_batch_frames_equal_each_message_framed_alone(
+    pointer: str, batch: list[dict[str, Any]], clock: int, plain: bool
+) -> None:
+    framing = JSONFraming(uuid_pointer=pointer)
+    if plain:  # the fast path's messages: non-empty dicts without the pointer's top member
+        batch = [{k: v for k, v in m.items() if k != framing._tokens[0]} or {"w": 1} for m in batch]
+    producer = new_producer_id()
+    runs = UUIDText(producer).runs(clock, len(batch), 1)
+    before = copy.deepcopy(batch)
+    try:
+        expected = b"".join(
+            framing.encode_uuid_text(m, str(build_uuid(producer, clock + i * 160, 1))) for i, m in enumerate(batch)
+        )
+    except FramingError as exc:
+        with pytest.raises(FramingError, match=str(exc).split(":")[0]):
+            framing.encode_uuid_runs(batch, runs)
+    else:
+        assert framing.encode_uuid_runs(batch, runs) == expected
+    assert batch == before
+
+
+def test_batch_frames_refuse_what_framing_alone_refuses() -> None:
+    framing = JSONFraming()
+    runs = UUIDText(new_producer_id()).runs(1 << 40, 2, 1)
+    with pytest.raises(FramingError, match="cannot encode message as JSON"):
+        framing.encode_uuid_runs([{"n": 1}, {"x": object()}], runs)
+    with pytest.raises(FramingError, match="not a dict"):
+        framing.encode_uuid_runs([{"n": 1}, [1, 2]], runs)
+    with pytest.raises(ValueError, match="2 UUID texts for 3 messages"):
+        framing.encode_uuid_runs([{"n": 1}] * 3, runs)
+
+
 # --- the decoder's memoized UUID splitter -----------------------------------------------------------
 
 hexdigits = st.sampled_from("0123456789abcdefABCDEF")

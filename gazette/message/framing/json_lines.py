@@ -9,6 +9,7 @@ Encoding a message that lacks the pointer's top member splices the UUID into orj
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from typing import Any
 
 import orjson
@@ -234,6 +235,31 @@ class JSONFraming(Framing):
                 return self._alone_quote + uuid_text.encode() + self._quote_closing
             return body[:-1] + self._after_members_quote + uuid_text.encode() + self._quote_closing
         return self.encode(message, UUID(uuid_text))
+
+    def encode_uuid_runs(self, messages: Sequence[Any], runs: Sequence[tuple[range, str]]) -> bytes:
+        """The frames of `messages`, in order, each stamped with the next UUID text of `runs`
+        (`UUIDText.runs`: time_low values and the 28 characters they share), joined: equal to joining
+        `encode_uuid_text` of each, with less Python per message (the publisher's batch path)."""
+        total = sum(len(lows) for lows, _ in runs)
+        if total != len(messages):
+            raise ValueError(f"encode_uuid_runs: {total} UUID texts for {len(messages)} messages")
+        top = self._top
+        if not all(type(m) is dict and m and top not in m for m in messages):  # the general path
+            texts = [f"{tl:08x}{rest}" for lows, rest in runs for tl in lows]
+            return b"".join([self.encode_uuid_text(m, t) for m, t in zip(messages, texts, strict=True)])
+        dumps, member = orjson.dumps, self._after_members_quote
+        parts: list[bytes] = []
+        first = 0
+        try:
+            for lows, rest in runs:
+                tail = rest.encode() + self._quote_closing
+                run = messages[first : first + len(lows)]
+                frames = [b"%b%b%08x%b" % (dumps(m)[:-1], member, tl, tail) for m, tl in zip(run, lows, strict=True)]
+                parts.append(b"".join(frames))
+                first += len(lows)
+        except orjson.JSONEncodeError as exc:
+            raise FramingError(f"cannot encode message as JSON: {exc}") from None
+        return parts[0] if len(parts) == 1 else b"".join(parts)
 
     def encode_ack(self, uuid: UUID, like: Any = None) -> bytes:
         return orjson.dumps(
