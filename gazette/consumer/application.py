@@ -9,7 +9,7 @@ method fails the shard (status FAILED, with the error stored in its assignment).
 from __future__ import annotations
 
 import concurrent.futures
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from gazette.message.envelope import Envelope
@@ -50,6 +50,20 @@ class Application:
         """Applies one committed envelope to the store's transaction; may publish (uncommitted), or
         raise DeferToNextTransaction to leave it for the next transaction."""
         raise NotImplementedError(f"{type(self).__name__}.consume_message is not implemented")
+
+    def consume_messages(self, shard: Shard, store: Store, envelopes: Sequence[Envelope], pub: Publisher) -> int | None:
+        """Applies committed envelopes, in order, to the store's transaction: one committed span of a
+        source journal (its ACK last), as the Sequencer released it. Returns None once it consumed
+        them all, or how many it consumed, leaving `envelopes[n:]` for the next transaction (what
+        DeferToNextTransaction from `consume_message` does). The default calls `consume_message`
+        on each; override it to handle a span at once (one query for its keys, say)."""
+        consume = self.consume_message
+        for i, env in enumerate(envelopes):
+            try:
+                consume(shard, store, env, pub)
+            except DeferToNextTransaction:
+                return i
+        return None
 
     def finalize_txn(self, shard: Shard, store: Store, pub: Publisher) -> None:
         """Flushes in-memory state into the store's transaction and publishes what remains."""

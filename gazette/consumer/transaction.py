@@ -30,7 +30,6 @@ from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from gazette.client.append_service import AppendFuture
-from gazette.consumer.application import DeferToNextTransaction
 from gazette.consumer.read_channel import ReadChannel
 from gazette.consumer.side_effects import SideEffects
 from gazette.consumer.store import ConsumerCheckpoint, Store
@@ -38,7 +37,7 @@ from gazette.message.envelope import Envelope
 from gazette.message.publisher import Publisher
 from gazette.message.reader import ReadUncommitted, replay_reader
 from gazette.message.sequencer import PRUNE_HORIZON_24H_S, Sequencer, prune_horizon_clock
-from gazette.message.sequencing import Replay, drive
+from gazette.message.sequencing import Replay, drive_spans
 from gazette.message.uuid import Clock, clock_from_unix_ns
 from gazette.protocol.errors import GazetteError, PeerError, StateError, StoreError
 from gazette.protocol.status import Status
@@ -81,11 +80,11 @@ class TxnTiming:
 @dataclasses.dataclass
 class _Chunk:
     """A decoded read chunk being sequenced: `steps` is the sequencing driver over its envelopes
-    (gazette.message.sequencing.drive), suspended where a replay read or a deferral left it."""
+    (gazette.message.sequencing.drive_spans), suspended where a replay read or a deferral left it."""
 
     reader: ReadUncommitted
     envs: list[Envelope]
-    steps: Iterator[Envelope | Replay] | None = None
+    steps: Iterator[list[Envelope] | Replay] | None = None
 
 
 @dataclasses.dataclass
@@ -161,7 +160,6 @@ class TransactionLoop:
         self._readers: list[asyncio.Task[None]] = []
         self.sources: list[ReadUncommitted] = []  # one read of each source journal (metrics' lag)
         self._carry: _Chunk | None = None  # a chunk a deferral interrupted: finished first next time
-        self._deferred: Envelope | None = None  # the envelope deferred to the next transaction
         self._txn_messages = 0  # envelopes consumed by the open transaction (0: none open)
         self._sequencing = False  # the worker thread is using the sequencer
         self.side_effects = store.side_effects
@@ -378,54 +376,47 @@ class TransactionLoop:
             self.sequencer.start_replay([e async for e in replay])
 
     def _sequence_and_consume(self, chunk: _Chunk) -> tuple[int, str]:  # on the worker thread
-        """Resumes the chunk's sequencing driver and delivers each committed envelope, stopping for a
-        replay read ("replay"), a deferral ("defer"), or at the chunk's end ("done"). A deferred
-        envelope is one the driver handed out and that was not consumed: the driver (whose next
-        step() would mark it processed) is not resumed this transaction, so the checkpoint resumes at it."""
+        """Resumes the chunk's sequencing driver and delivers each committed span, stopping for a
+        replay read ("replay"), a deferral ("defer"), or at the chunk's end ("done"). A deferral
+        rewinds the Sequencer to the first envelope not consumed and leaves the driver unresumed
+        this transaction: the checkpoint resumes there, and the next transaction, resuming the
+        driver, delivers that envelope and the rest of its span first."""
         consumed = 0
-        if self._deferred is not None:
-            deferred, self._deferred = self._deferred, None
-            if not self._deliver(deferred):
-                return consumed, "defer"
-            consumed += 1
         if chunk.steps is None:
-            chunk.steps = drive(self.sequencer, chunk.envs)
-        consume = self.app.consume_message
-        shard, store, pub = self.shard, self.store, self.publisher
-        for committed in chunk.steps:
-            if isinstance(committed, Replay):
+            chunk.steps = drive_spans(self.sequencer, chunk.envs)
+        for span in chunk.steps:
+            if isinstance(span, Replay):
                 return consumed, "replay"  # _consume_chunk reads it and calls start_replay()
-            if self._txn_messages == 0:  # opens the transaction
-                if not self._deliver(committed):
-                    return consumed, "defer"
-            else:  # _deliver's per-envelope path, inlined: this loop is the consumer's hot path
-                try:
-                    consume(shard, store, committed, pub)
-                except DeferToNextTransaction:
-                    self._deferred = committed
-                    return consumed, "defer"
-                self._txn_messages += 1
-            consumed += 1
+            n = self._deliver(span)
+            consumed += n
+            if n < len(span):
+                self.sequencer.rewind(n)
+                return consumed, "defer"
         return consumed, "done"
 
-    def _deliver(self, env: Envelope) -> bool:  # on the worker thread
-        """consume_message of one committed envelope (opening the transaction on its first); False
-        when the application deferred it to the next transaction."""
-        if self._txn_messages == 0:
+    def _deliver(self, span: list[Envelope]) -> int:  # on the worker thread
+        """consume_messages of one committed span (opening the transaction before it if none is
+        open); how many of its envelopes the application consumed."""
+        opening = self._txn_messages == 0
+        if opening:
             self.clock.update(clock_from_unix_ns(time.time_ns() + int(self.hooks.publish_clock_delta_s * 1e9)))
             self.app.begin_txn(self.shard, self.store)
-        try:
-            self.app.consume_message(self.shard, self.store, env, self.publisher)
-        except DeferToNextTransaction:
-            if self._txn_messages == 0:
-                raise StateError(
-                    f"shard {self.shard.id}: consume_message deferred the first envelope of a transaction "
-                    f"({env.journal} offset {env.begin}); a transaction cannot begin with a deferral",
-                ) from None
-            self._deferred = env
-            return False
-        self._txn_messages += 1
-        return True
+        n = self.app.consume_messages(self.shard, self.store, span, self.publisher)
+        if n is None:
+            n = len(span)
+        elif isinstance(n, bool) or not isinstance(n, int) or not 0 <= n <= len(span):
+            raise StateError(
+                f"shard {self.shard.id}: consume_messages returned {n!r} for a span of {len(span)} envelopes "
+                "(None when it consumed them all, else how many it consumed)"
+            )
+        if n == 0 and opening:
+            env = span[0]
+            raise StateError(
+                f"shard {self.shard.id}: consume_message deferred the first envelope of a transaction "
+                f"({env.journal} offset {env.begin}); a transaction cannot begin with a deferral",
+            )
+        self._txn_messages += n
+        return n
 
     async def _start_commit(self) -> _Txn:
         shard, store = self.shard, self.store

@@ -13,7 +13,7 @@ import collections
 import enum
 import logging
 from collections.abc import Iterable, Iterator, Mapping
-from typing import Any
+from typing import Any, NamedTuple
 
 from gazette.message.checkpoint import Checkpoint, ProducerState
 from gazette.message.envelope import Envelope
@@ -121,6 +121,20 @@ class _Partial:
         self.counts = counts  # the journal's statistics row block
 
 
+class _Span(NamedTuple):
+    """What `Sequencer.step_all()` handed out and what `rewind()` restores: the committing partial's
+    min clock before the span, its commit clock, its journal's offset and sequence end before the
+    span finished, and whether it was pending."""
+
+    envelopes: list[Envelope]
+    partial: _Partial
+    min_clock: int
+    max_clock: int
+    offset: int | None
+    emit_end: int
+    pending: bool
+
+
 class Sequencer:
     """Sequences read-uncommitted envelopes of any number of journals into committed ones.
 
@@ -167,6 +181,10 @@ class Sequencer:
         self._dequeued: Envelope | None = None
         self._dequeued_clock = 0
         self._replay: Iterator[Envelope] | None = None
+        # step_all(): the span it handed out and what rewind() restores (see _Span); then rewind()'s
+        # envelopes not yet handed out again, which step() serves before anything else.
+        self._span: _Span | None = None
+        self._leftover: Iterator[Envelope] | None = None
         self._replayed: collections.Counter[str] = collections.Counter()
         self._warned_flags: set[tuple[str, bytes]] = set()
 
@@ -194,6 +212,7 @@ class Sequencer:
                 f"queue({env.journal}@{env.begin}) called while a committed sequence of journal "
                 f"{self._emit.journal!r} remains to dequeue: call step() until it returns None first"
             )
+        self._span = None  # a span step_all() handed out is processed once the caller queues on
         head = self._head  # evict the ring slot at head (step 0 in docs/semantics.md#sequencer)
         owner = self._ring_owner[head]
         if owner is not None:
@@ -401,7 +420,15 @@ class Sequencer:
         ring_env = self._ring_env
         if self._dequeued is not None:
             emit.min_clock = self._dequeued_clock  # the previous envelope is processed: durable progress
-        elif self._replay is None and emit.begin != ring_env[emit.ring_start].begin:  # type: ignore[union-attr]
+        if self._leftover is not None:  # what rewind() gave back, already sequenced: hand it out again
+            env = next(self._leftover, None)
+            if env is not None:
+                emit.begin = env.begin
+                self._dequeued = env
+                self._dequeued_clock = env.clock
+                return env
+            self._leftover = None  # the ring holds nothing more of this sequence: finish it below
+        elif self._dequeued is None and self._replay is None and emit.begin != ring_env[emit.ring_start].begin:  # type: ignore[union-attr]
             j, begin, end = self.replay_range()
             raise SequencerError(
                 f"ACK_COMMIT_REPLAY of journal {j!r} requires start_replay() over offsets [{begin}, {end}) "
@@ -442,6 +469,51 @@ class Sequencer:
         self._dequeued = None
         self._dequeued_clock = 0
         return None
+
+    def step_all(self) -> list[Envelope]:
+        """Every envelope `step()` would still hand out of the current sequence, as one list (the
+        committing ACK last), after which the sequence is done, as when `step()` returns None: they
+        all count as processed. A caller that processed only some of them calls `rewind(n)` before
+        anything else; one that processed them all simply goes on (queue, step_all, checkpoint).
+        An empty list when nothing is to be dequeued. Raises as `step()` does."""
+        emit = self._emit
+        if emit is None:
+            self._span = None
+            return []
+        before = self._dequeued_clock if self._dequeued is not None else emit.min_clock
+        span = _Span(
+            [], emit, before, emit.max_clock, self._offsets.get(emit.journal), self._emit_end, emit in self._pending
+        )
+        envs, step = span.envelopes, self.step
+        while (env := step()) is not None:
+            envs.append(env)
+        self._span = span
+        return envs
+
+    def rewind(self, processed: int) -> None:
+        """After `step_all()`, of whose list the caller processed only the first `processed`: makes
+        the rest the current sequence again, as if `step()` had handed out exactly those (the last
+        of them processed). `step()` or `step_all()` then hands out the rest, and a checkpoint
+        taken now resumes at the first of them. SequencerError if nothing can be rewound."""
+        span = self._span
+        if span is None or self._emit is not None:
+            raise SequencerError("rewind() called without a span just handed out by step_all()")
+        envs = span.envelopes
+        if isinstance(processed, bool) or not isinstance(processed, int) or not 0 <= processed < len(envs):
+            raise SequencerError(f"rewind({processed!r}): the span holds {len(envs)} envelopes, all but one at most processed")
+        emit = span.partial
+        emit.min_clock = envs[processed - 1].clock if processed else span.min_clock
+        emit.max_clock = span.max_clock
+        emit.begin = envs[processed].begin
+        if span.offset is None:
+            self._offsets.pop(emit.journal, None)
+        else:
+            self._offsets[emit.journal] = span.offset
+        if span.pending:
+            self._pending.add(emit)
+        self._emit, self._emit_end = emit, span.emit_end
+        self._leftover = iter(envs[processed:])
+        self._span = None
 
     def _check_replayed(self, env: Envelope, emit: _Partial) -> None:
         self._replayed[emit.journal] += 1

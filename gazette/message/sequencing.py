@@ -22,7 +22,7 @@ from gazette.message.envelope import Envelope
 from gazette.message.sequencer import QueueOutcome, Sequencer
 from gazette.message.uuid import Flags
 
-__all__ = ["COMMITS", "Replay", "adrive", "drive"]
+__all__ = ["COMMITS", "Replay", "adrive", "drive", "drive_spans"]
 
 # Outcomes that leave a committed sequence to dequeue with step(); the others drop or hold.
 COMMITS = frozenset(
@@ -104,6 +104,26 @@ def drive(
             while (cur := step()) is not None:
                 if not skip_acks or cur.flags != _ACK:
                     yield cur
+
+
+def drive_spans(sequencer: Sequencer, envelopes: Iterable[Envelope]) -> Iterator[list[Envelope] | Replay]:
+    """`drive` handing out each commit's envelopes together: one list per committed sequence (its
+    ACK last, `Sequencer.step_all`), and a `Replay` request as `drive` without `replay` yields it.
+
+    Resuming the driver counts the whole list processed. A caller that processed only the first n
+    calls `sequencer.rewind(n)` and stops resuming (as a deferral stops `drive`): a checkpoint then
+    resumes at the first unprocessed envelope, and the resumed driver hands out the rest first. The
+    consumer's transaction loop uses it to consume whole spans without a generator step per message.
+    """
+    queue, step_all = sequencer.queue, sequencer.step_all
+    for env in envelopes:
+        outcome = queue(env)
+        if outcome not in COMMITS:
+            continue
+        if outcome is _REPLAY:
+            yield Replay(*sequencer.replay_range())  # the caller calls start_replay() before resuming
+        while span := step_all():  # after a rewind(), the rest of the span
+            yield span
 
 
 async def adrive(
