@@ -70,6 +70,7 @@ class _BrokerHandle:
     broker: Broker | None = None  # in-process
     proc: subprocess.Popen | None = None  # subprocess
     log_path: str = ""
+    paused: bool = False  # SIGSTOPped by pause_broker
 
     @property
     def pid(self) -> int | None:
@@ -154,6 +155,7 @@ class LocalCluster:
         self.brokers: list[_BrokerHandle] = []
         self._loop = default_loop()
         self._client: Client | None = None
+        self._view_clients: dict[str, Client] = {}  # per broker endpoint: wait_for_routes asks each
         self._consumer_groups: list[Any] = []  # ConsumerGroups of run_consumer, closed before brokers
         self._started = False
 
@@ -196,12 +198,14 @@ class LocalCluster:
             except Exception:
                 pass
         self._consumer_groups.clear()
-        if self._client is not None:
-            try:  # bounded: a stuck channel must not keep the brokers and etcd running
-                self._loop.run(self._client.aio.close(), timeout=CLIENT_CLOSE_TIMEOUT_S)
-            except Exception:
-                pass
-            self._client = None
+        for client in [self._client, *self._view_clients.values()]:
+            if client is not None:
+                try:  # bounded: a stuck channel must not keep the brokers and etcd running
+                    self._loop.run(client.aio.close(), timeout=CLIENT_CLOSE_TIMEOUT_S)
+                except Exception:
+                    pass
+        self._client = None
+        self._view_clients.clear()
         # All at once: each sees the others exiting too and stops without waiting to drain. One
         # deadline for all of them: a broker stuck in its graceful stop is killed, and says so.
         procs = {h.proc: h for h in self.brokers if h.proc is not None and h.proc.poll() is None}
@@ -311,6 +315,7 @@ class LocalCluster:
             ) from None
 
     def _stop_handle(self, h: _BrokerHandle, graceful: bool) -> None:
+        h.paused = False
         if h.broker is not None:
             self._loop.run(h.broker.stop(graceful=graceful))
             h.broker = None
@@ -349,6 +354,7 @@ class LocalCluster:
         proc = self._handle(i).proc
         assert proc is not None
         os.kill(proc.pid, signal.SIGSTOP)
+        self._handle(i).paused = True
         _wait_stopped(proc.pid)
 
     def resume_broker(self, i: int) -> None:
@@ -358,6 +364,7 @@ class LocalCluster:
         proc = self._handle(i).proc
         assert proc is not None
         os.kill(proc.pid, signal.SIGCONT)
+        self._handle(i).paused = False
 
     def restart_broker(self, i: int) -> None:
         """Starts broker `i` again under its old zone and suffix (stopping it gracefully first if running)."""
@@ -498,22 +505,41 @@ class LocalCluster:
         return JournalSpec(name=name, **fields)
 
     def wait_for_routes(self, journals: list[str] | None = None, timeout: float = 60.0) -> None:
-        """Waits until each journal (all, by default) has a primary and its desired replication,
-        which is when appends stop being answered with NO_JOURNAL_PRIMARY_BROKER and retried."""
-        client = self.client()
+        """Waits until each journal (all, by default) has a primary and its desired replication in
+        the view of every running broker not paused: each answers from its own etcd watch, which may
+        trail the others', and one that does not hold a journal yet answers JOURNAL_NOT_FOUND
+        (Gazette's brokers too). After it, appends stop being answered with NO_JOURNAL_PRIMARY_BROKER
+        and retried, through any broker."""
         deadline = time.monotonic() + timeout
-        while True:
-            infos = client.list_journals()
-            pending = [
-                i.spec.name for i in infos
-                if (journals is None or i.spec.name in journals)
-                and (i.route.primary < 0 or len(i.route.members) != min(i.spec.replication, self.max_replication))
-            ]  # fmt: skip
-            if not pending:
-                return
-            if time.monotonic() > deadline:
-                raise CallTimeout(f"journals {pending[:5]} have no full route after {timeout:.0f} s")
-            time.sleep(0.05)
+        views = [self._view_client(h.endpoint) for h in self.brokers if h.running and not h.paused and h.endpoint]
+        views = views or [self.client()]
+        wanted = set(journals) if journals is not None else {i.spec.name for c in views for i in c.list_journals()}
+        for client in views:
+            while True:
+                infos = {i.spec.name: i for i in client.list_journals() if i.spec.name in wanted}
+                pending = [
+                    name for name in sorted(wanted)
+                    if (i := infos.get(name)) is None or i.route.primary < 0
+                    or len(i.route.members) != min(i.spec.replication, self.max_replication)
+                ]  # fmt: skip
+                if not pending:
+                    break
+                if time.monotonic() > deadline:
+                    raise CallTimeout(
+                        f"journals {pending[:5]} have no full route in the view of broker {client.aio.broker} "
+                        f"after {timeout:.0f} s"
+                    )
+                time.sleep(0.05)
+
+    def _view_client(self, endpoint: str) -> Client:
+        """A client of the one broker at `endpoint` (kept until the cluster closes)."""
+        client = self._view_clients.get(endpoint)
+        if client is None:
+            client = self._view_clients[endpoint] = Client(
+                endpoint, self.etcd_endpoint, loop=self._loop,
+                auth_keys=self.security.auth_keys, tls=self.security.client_tls, keepalive=PEER_KEEPALIVE_S,
+            )  # fmt: skip
+        return client
 
     def flush_fragments(self) -> list:
         """Rolls every journal's spool and waits until persisted; returns the persisted fragments."""

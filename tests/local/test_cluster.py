@@ -23,6 +23,9 @@ from pathlib import Path
 import grpc
 import pytest
 
+import gazette
+from gazette.client.loop import default_loop
+from gazette.client.timeouts import CallTimeout
 from gazette.fragment.codecs import decompress
 from gazette.fragment.fragment import Fragment
 from gazette.fragment.stores import get_store
@@ -238,6 +241,36 @@ def test_close_gives_up_on_an_inprocess_broker_stop_that_hangs(etcd, etcd_root, 
     (warning,) = [r.getMessage() for r in caplog.records if "did not stop within" in r.getMessage()]
     assert "1 in-process broker(s) did not stop within 1 s" in warning
     assert "stuck_stop" in warning  # the stuck task's stack names where it waits
+
+
+def test_wait_for_routes_waits_for_the_view_of_every_broker(etcd, etcd_root, tmp_path) -> None:
+    """Each broker answers from its own etcd view: one that trails the others answers
+    JOURNAL_NOT_FOUND for a journal they route. wait_for_routes returns only once every running
+    broker holds the route (found by a mixed-cluster test that appended through the other broker)."""
+    with LocalCluster(
+        brokers=2, mode="inprocess", etcd=etcd.endpoint, root=etcd_root, data_dir=str(tmp_path / "data")
+    ) as cluster:
+        journal = "local/view/lag"
+        first, trailing = (h.broker for h in cluster.brokers)
+        assert first is not None and trailing is not None
+        trailing.ks.hold()  # broker 1 stops applying etcd updates (broker 0, the oldest, allocates)
+        cluster.client().apply_journals([cluster.journal_spec(journal, replication=1)])
+        with gazette.connect(broker=cluster.broker_endpoints[0]) as via_first:
+            wait_for("the route in the first broker's view", lambda: any(
+                i.spec.name == journal and i.route.primary >= 0 for i in via_first.list_journals()
+            ))  # fmt: skip
+        with pytest.raises(CallTimeout, match=f"no full route in the view of broker {cluster.broker_endpoints[1]}"):
+            cluster.wait_for_routes([journal], timeout=2)
+        with gazette.connect(broker=cluster.broker_endpoints[1]) as via_trailing:
+            with pytest.raises(GazetteError, match="JOURNAL_NOT_FOUND"):
+                via_trailing.append(journal, b"x\n")
+            default_loop().run(_release(trailing.ks))
+            cluster.wait_for_routes([journal])
+            assert via_trailing.append(journal, b"x\n").end == 2
+
+
+async def _release(ks) -> None:  # type: ignore[no-untyped-def]
+    ks.release()  # on the brokers' loop, where the KeySpace applies its updates
 
 
 def test_bad_arguments_are_refused(etcd, etcd_root) -> None:
