@@ -117,19 +117,12 @@ class WordCount(Application):
         return CountStore(shard, url)
 
     def consume_message(self, shard: Shard, store: Store, env: Envelope, pub: Publisher) -> None:
-        if env.is_ack:
-            return
-        assert isinstance(store, CountStore)
-        word = env.message["word"]
-        outputs = store.outputs
-        outputs.append({"word": word, "count": store.increment(word)})
-        if len(outputs) >= OUTPUT_BATCH:
-            pub.publish_uncommitted_batch(self.output, outputs)
-            store.outputs = []
+        self.consume_messages(shard, store, [env], pub)
 
     def consume_messages(self, shard: Shard, store: Store, envelopes: Sequence[Envelope], pub: Publisher) -> None:
-        """consume_message of each envelope of a committed span, with the span's uncached counts read
-        in one query and no call per word."""
+        """Counts the words of a committed span (ACKs ignored) and queues each new count for
+        publishing: the span's uncached counts are read with one query, and the counts go out in
+        batches of OUTPUT_BATCH."""
         assert isinstance(store, CountStore)
         words = [env.message["word"] for env in envelopes if env.flags != _ACK_TXN]
         counts, changed, outputs = store.counts, store.changed, store.outputs

@@ -492,15 +492,18 @@ class Sequencer:
 
     def rewind(self, processed: int) -> None:
         """After `step_all()`, of whose list the caller processed only the first `processed`: makes
-        the rest the current sequence again, as if `step()` had handed out exactly those (the last
-        of them processed). `step()` or `step_all()` then hands out the rest, and a checkpoint
-        taken now resumes at the first of them. SequencerError if nothing can be rewound."""
+        the rest the current sequence again, as if `step()` had handed out just those and they had
+        been processed. `step()` or `step_all()` then hands out the rest, and a checkpoint taken now
+        resumes at the first of them. SequencerError if nothing can be rewound."""
         span = self._span
         if span is None or self._emit is not None:
             raise SequencerError("rewind() called without a span just handed out by step_all()")
         envs = span.envelopes
         if isinstance(processed, bool) or not isinstance(processed, int) or not 0 <= processed < len(envs):
-            raise SequencerError(f"rewind({processed!r}): the span holds {len(envs)} envelopes, all but one at most processed")
+            raise SequencerError(
+                f"rewind({processed!r}): the span holds {len(envs)} envelopes, of which 0 to {len(envs) - 1} "
+                "can have been processed"
+            )
         emit = span.partial
         emit.min_clock = envs[processed - 1].clock if processed else span.min_clock
         emit.max_clock = span.max_clock

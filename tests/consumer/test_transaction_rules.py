@@ -132,3 +132,75 @@ def test_the_shard_clock_moves_to_each_transactions_start(cluster) -> None:
     for env in published:
         t_ns = clock_to_unix_ns(get_clock(env.uuid))
         assert t_ns >= before_ns + int(CLOCK_DELTA_S * 1e9), (t_ns - before_ns) / 1e9
+
+
+class Spans(Batches):
+    """Batches over whole spans (consume_messages): consumes a span up to a "boundary" message that
+    does not open its transaction and returns how many it consumed; records each span's length.
+    With `returns`, answers that instead (a bad count)."""
+
+    def __init__(self, returns: Any = None) -> None:
+        super().__init__()
+        self.returns = returns
+        self.spans: list[list[Any]] = []
+
+    def consume_messages(self, shard: Shard, store: Any, envelopes: Any, pub: Publisher) -> int | None:
+        if self.returns is not None:
+            return self.returns  # type: ignore[no-any-return]
+        self.spans.append([None if e.is_ack else e.message["n"] for e in envelopes])
+        for i, env in enumerate(envelopes):
+            if env.is_ack:
+                continue
+            if env.message.get("boundary") and self.txns[-1]:
+                self.deferred_at.append(env.begin)
+                return i
+            self.txns[-1].append(env.message["n"])
+            pub.publish_uncommitted(OUTPUT, {"n": env.message["n"]})
+        return None
+
+
+def test_a_span_consumed_in_part_resumes_at_its_first_unconsumed_envelope(cluster) -> None:
+    """One transaction of ten messages reaches the application as one span; consuming it up to
+    each boundary ends the transaction there, the checkpoint resumes at the boundary, and the next
+    transaction gets the rest of the span first."""
+    app = Spans()
+    checkpoints: list[ConsumerCheckpoint] = []
+
+    def ack_gate(shard: Shard, checkpoint: ConsumerCheckpoint) -> bool:
+        checkpoints.append(checkpoint)
+        return True
+
+    client, group = _start(cluster, app, Hooks(ack_gate=ack_gate))
+    group.wait_for_primaries()
+    pub = Publisher(client)
+    for n in range(10):
+        pub.publish_uncommitted(INPUT, {"n": n, "boundary": n in (4, 7)})
+    pub.commit()
+    pub.close()
+    head = client.read_head(INPUT)
+    group.client().stat_shard("rules-000", {INPUT: head}, timeout=WAIT_S)
+
+    assert app.spans == [[*range(10), None], [*range(4, 10), None], [7, 8, 9, None]]
+    assert app.txns[:3] == [[0, 1, 2, 3], [4, 5, 6], [7, 8, 9]]
+    # Inside a span the journal's read-through stays before its ACK; the producer's state says where
+    # the span resumes: exactly at each deferred envelope.
+    resumes = {p.begin for cp in checkpoints for p in cp.sequencer.producers if p.journal == INPUT}
+    assert set(app.deferred_at) <= resumes, (app.deferred_at, resumes)
+    outputs = [e.message["n"] for e in ReadUncommitted(client, OUTPUT) if not e.is_ack]
+    assert outputs == list(range(10))
+
+
+def test_a_consume_messages_count_out_of_range_fails_the_shard(cluster) -> None:
+    client, group = _start(cluster, Spans(returns=-1))
+    group.wait_for_primaries()
+    pub = Publisher(client)
+    pub.publish_committed(INPUT, {"n": 0})
+    pub.flush()
+    pub.close()
+    (info,) = group.wait_for(
+        lambda shards: shards[0].primary is not None and shards[0].primary.status.code == ReplicaCode.FAILED,
+        WAIT_S,
+        "the shard to fail",
+    )
+    assert info.primary is not None
+    assert "consume_messages returned -1 for a span of 1 envelopes" in info.primary.status.error

@@ -424,7 +424,7 @@ def test_rewind_takes_back_only_the_span_just_handed_out() -> None:
     span = seq.step_all()
     assert [e.message for e in span] == ["c0", "c1", "c2", "ack"]
     for bad in (4, -1, True):
-        with pytest.raises(SequencerError, match="holds 4 envelopes"):
+        with pytest.raises(SequencerError, match="holds 4 envelopes, of which 0 to 3"):
             seq.rewind(bad)
     seq.rewind(1)
     assert seq.checkpoint().producers[0].begin == 5  # resumes at c1
