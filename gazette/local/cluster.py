@@ -39,7 +39,7 @@ from gazette.keyspace.etcd import EmbeddedEtcd
 from gazette.keyspace.procutil import free_port, read_ready_line, spawn, terminate, terminate_all
 from gazette.local import gazette_peer
 from gazette.protocol.endpoints import PEER_KEEPALIVE_S
-from gazette.protocol.errors import ConfigurationError, GazetteError, StateError, ValidationError
+from gazette.protocol.errors import ConfigurationError, GazetteError, PeerError, StateError, ValidationError
 from gazette.protocol.spec import JournalSpec
 from gazette.tasks import dump_tasks
 
@@ -245,6 +245,7 @@ class LocalCluster:
 
     def _start_handle(self, h: _BrokerHandle) -> None:
         # A restarted broker keeps its address: clients and routes still point at it.
+        self._forget_view_client(h.endpoint)
         port = int(h.endpoint.rsplit(":", 1)[1]) if h.endpoint else 0
         if h.kind == "gazette":
             self._start_gazette(h, port)
@@ -316,6 +317,7 @@ class LocalCluster:
 
     def _stop_handle(self, h: _BrokerHandle, graceful: bool) -> None:
         h.paused = False
+        self._forget_view_client(h.endpoint)
         if h.broker is not None:
             self._loop.run(h.broker.stop(graceful=graceful))
             h.broker = None
@@ -512,11 +514,14 @@ class LocalCluster:
         and retried, through any broker."""
         deadline = time.monotonic() + timeout
         views = [self._view_client(h.endpoint) for h in self.brokers if h.running and not h.paused and h.endpoint]
-        views = views or [self.client()]
-        wanted = set(journals) if journals is not None else {i.spec.name for c in views for i in c.list_journals()}
-        for client in views:
+        wanted = set(journals) if journals is not None else {i.spec.name for i in self.client().list_journals()}
+        for client in views or [self.client()]:
             while True:
-                infos = {i.spec.name: i for i in client.list_journals() if i.spec.name in wanted}
+                unreachable: PeerError | None = None
+                try:
+                    infos = {i.spec.name: i for i in client.list_journals() if i.spec.name in wanted}
+                except PeerError as exc:  # a broker still starting: not ready yet
+                    infos, unreachable = {}, exc
                 pending = [
                     name for name in sorted(wanted)
                     if (i := infos.get(name)) is None or i.route.primary < 0
@@ -525,14 +530,15 @@ class LocalCluster:
                 if not pending:
                     break
                 if time.monotonic() > deadline:
+                    why = f" ({unreachable})" if unreachable is not None else ""
                     raise CallTimeout(
-                        f"journals {pending[:5]} have no full route in the view of broker {client.aio.broker} "
-                        f"after {timeout:.0f} s"
+                        f"journals {pending[:5]} have no full route in the view of broker {client.aio.broker}"
+                        f"{why} after {timeout:.0f} s"
                     )
                 time.sleep(0.05)
 
     def _view_client(self, endpoint: str) -> Client:
-        """A client of the one broker at `endpoint` (kept until the cluster closes)."""
+        """A client of the one broker at `endpoint` (kept until the broker stops or the cluster closes)."""
         client = self._view_clients.get(endpoint)
         if client is None:
             client = self._view_clients[endpoint] = Client(
@@ -540,6 +546,16 @@ class LocalCluster:
                 auth_keys=self.security.auth_keys, tls=self.security.client_tls, keepalive=PEER_KEEPALIVE_S,
             )  # fmt: skip
         return client
+
+    def _forget_view_client(self, endpoint: str) -> None:
+        """Closes the view client of a broker that stops or restarts: its channel would wait out a
+        reconnect backoff once the broker is back on the same address."""
+        client = self._view_clients.pop(endpoint, None)
+        if client is not None:
+            try:
+                self._loop.run(client.aio.close(), timeout=CLIENT_CLOSE_TIMEOUT_S)
+            except Exception:
+                pass
 
     def flush_fragments(self) -> list:
         """Rolls every journal's spool and waits until persisted; returns the persisted fragments."""
