@@ -202,6 +202,16 @@ def _properties(data_dir: Path, port: int, controller_port: int) -> str:
     )
 
 
+def new_cluster_id(draw: Callable[[], bytes] = lambda: uuid.uuid4().bytes) -> str:
+    """A KRaft cluster id: a random UUID in URL-safe base64 without padding, drawn again while it
+    starts with "-", which kafka-storage's argument parser takes for an option (1 draw in 64; Kafka's
+    own Uuid.randomUuid draws again for the same reason)."""
+    while True:
+        text = base64.urlsafe_b64encode(draw()).rstrip(b"=").decode()
+        if not text.startswith("-"):
+            return text
+
+
 @contextlib.contextmanager
 def kafka_broker(log: Log | None = None) -> Iterator[str]:
     """A one-node KRaft broker on 127.0.0.1 (random ports, its logs in a temp directory) as a child that
@@ -216,7 +226,7 @@ def kafka_broker(log: Log | None = None) -> Iterator[str]:
         log_path = Path(tmp) / "server.log"
         jvm = [java, "-Xms256m", "-Xmx1g", "-XX:+UseG1GC", "-Djava.awt.headless=true",
                "-Dorg.slf4j.simpleLogger.defaultLogLevel=warn", "-cp", classpath]  # fmt: skip
-        cluster_id = base64.urlsafe_b64encode(uuid.uuid4().bytes).rstrip(b"=").decode()
+        cluster_id = new_cluster_id()
         formatted = subprocess.run(
             [*jvm, "kafka.tools.StorageTool", "format", "--cluster-id", cluster_id, "--config", str(config)],
             capture_output=True, text=True, timeout=READY_TIMEOUT_S, check=False,
