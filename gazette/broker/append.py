@@ -132,6 +132,7 @@ class AppendFSM:
         self.delayed_chunks = 0  # chunks the journal's max_append_rate held back (broker/flow.py)
         self.pln_codec = Codec.NONE
         self.rolled: Fragment | None = None
+        self.proposed_end = 0  # the end of the proposal StreamContent sent
         self._cancelled = False
 
     # --- driving ---------------------------------------------------------------------------------
@@ -331,6 +332,9 @@ class AppendFSM:
             self.read_through_rev = read_through
             self.state = State.RESOLVE
         else:
+            # Every member of the route agreed on the spool's fragment: each holds its commits.
+            if self.replica is not None:
+                self.replica.index.acknowledge_through(self.pln.spool.fragment.end)
             self.state = State.UPDATE_ASSIGNMENTS
 
     async def _on_update_assignments(self) -> None:
@@ -538,6 +542,7 @@ class AppendFSM:
             if problem is not None and self.err is None:
                 self.err = AppendFailed(f"append rolled back: {problem}", grpc.StatusCode.ABORTED)
         await pln.scatter(pb.ReplicateRequest(proposal=proposal.to_proto(), registers=self.registers.to_proto(), acknowledge=True))
+        self.proposed_end = proposal.end
         self.state = State.READ_ACKNOWLEDGEMENTS
 
     def _spool_failure(self, exc: OSError) -> str:
@@ -551,6 +556,7 @@ class AppendFSM:
         pln, replica = self.pln, self.replica
         assert pln is not None and replica is not None
         send_err = pln.send_err()
+        proposed_end = self.proposed_end
         wait_for, close_after = pln.barrier()
 
         async def read() -> None:
@@ -563,6 +569,10 @@ class AppendFSM:
                 await pln.gather_ok()
                 if send_err is not None:
                     await pln.gather_eof()
+                elif pln.recv_err() is None:
+                    # Every peer acknowledged the proposal (in order, behind the barrier): readers may
+                    # now be served it (docs/semantics.md#no-dirty-reads).
+                    replica.index.acknowledge_through(proposed_end)
             finally:
                 close_after.set()
 

@@ -27,6 +27,10 @@ class BrokerMetrics:
         self.commit_bytes = Counter("gazette_spool_commit_bytes_total", "Bytes committed", registry=r)
         self.rollbacks = Counter("gazette_spool_rollbacks_total", "Spool rollbacks", registry=r)
         self.rollback_bytes = Counter("gazette_spool_rollback_bytes_total", "Bytes rolled back", registry=r)
+        self.held_back = Counter(
+            "gazette_spool_held_back_commits_total", "Spool commits applied here before every member of the "
+            "route was known to hold them (held back from readers until it is)", registry=r,
+        )  # fmt: skip
         self.completed_spools = Counter("gazette_spool_completed_total", "Spools completed", registry=r)
         self.persisted = Counter("gazette_spool_persisted_total", "Spools persisted", registry=r)
         self.read_bytes_total = Counter("gazette_read_bytes_total", "Bytes read from stores", registry=r)

@@ -16,6 +16,8 @@ them): nothing can ever fill that range, and the read would otherwise wait for e
 from __future__ import annotations
 
 import asyncio
+import dataclasses
+import enum
 import logging
 import threading
 from collections.abc import AsyncIterator, Callable, Iterator
@@ -35,11 +37,10 @@ from gazette.tasks import first_of
 
 if TYPE_CHECKING:
     from gazette.broker.broker import Broker
+    from gazette.broker.resolver import Resolution
 
 log = logging.getLogger(__name__)
 
-# Gazette uses 32 KiB - 32; per-message overhead dominates in Python, so chunks are larger here.
-READ_CHUNK_BYTES = tunables.BROKER_READ_CHUNK_BYTES
 _THREAD_QUEUE_DEPTH = 8
 
 
@@ -83,149 +84,268 @@ async def iterate_in_thread(make: Callable[[], Iterator[Any]]) -> AsyncIterator[
         stop.set()
 
 
-async def serve_read(
-    broker: Broker, req: pb.ReadRequest, context: grpc.aio.ServicerContext, claims: Claims | None = None
-) -> AsyncIterator[pb.ReadResponse]:
-    journal, _meta = split_journal_meta(req.journal)
-    try:
-        validate_journal_name(journal)
-        if req.offset < -1:
-            raise ValidationError(f"read offset {req.offset} is invalid (expected >= -1)")
-        if req.end_offset and req.end_offset < req.offset:
-            raise ValidationError(f"end_offset {req.end_offset} is before offset {req.offset}")
-    except GazetteError as exc:
-        await context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(exc))
+class Step(enum.Enum):
+    """What a local read does next at its offset (`next_step`)."""
 
-    res = await broker.resolver.resolve(
-        journal,
-        require_primary=False,
-        may_proxy=not req.do_not_proxy,
-        min_etcd_revision=req.min_etcd_revision,
-        proxy_header=req.header if req.HasField("header") else None,
-        claims=claims,
-    )
-    if res.status != Status.OK:
-        yield pb.ReadResponse(status=to_pb(res.status), header=res.header)
-        return
-    if res.replica is None:
-        async for resp in broker.proxy.read(res, req):
+    SERVE = "serve"  # the index has a fragment for the offset: send its metadata and content
+    AT_PRIMARY = "at_primary"  # the primary serves the rest of this read
+    FROM_PEERS = "from_peers"  # a peer may hold the range this primary lacks: read it from there
+    CHECK_JUMP = "check_jump"  # storeless: does every member's content begin past the offset?
+    ASK_PRIMARY = "ask_primary"  # this replica holds commits at the offset: how far do all members?
+    WAIT = "wait"  # for the index to change (a commit, an acknowledgement, a listing)
+    WAIT_TO_ASK = "wait_to_ask"  # the same, asking the primary again after a while
+    NOT_YET = "not_yet"  # a non-blocking read ends: OFFSET_NOT_YET_AVAILABLE
+
+
+@dataclasses.dataclass(frozen=True)
+class ReadFacts:
+    """What the read path's rules look at, for one offset of one read at one replica."""
+
+    found: bool  # the index has a fragment covering the offset
+    offset: int
+    write_head: int  # the index's end: what every member is known to hold
+    pending_end: int  # this replica's commits not yet known to be held by every member reach here
+    is_primary: bool
+    may_proxy: bool  # not do_not_proxy
+    storeless: bool  # the journal has no fragment stores
+    block: bool
+    peers_tried: bool  # FROM_PEERS already ran at this offset
+    jump_checked: bool  # CHECK_JUMP already ran at this offset
+    asked: bool  # ASK_PRIMARY already ran at this offset since the index last changed
+
+
+def next_step(f: ReadFacts) -> Step:
+    """The read path's rules (docs/semantics.md#read), as one pure function.
+
+    - Covered: serve it.
+    - A gap (content past the offset is known, the offset is not): at a replica that joined late the
+      range lives only in its peers' spools, so the primary serves the rest; a primary that lacks a
+      committed range asks its peers once, then (storeless) checks once whether every member's
+      content begins later, and otherwise waits for a listing of the stores.
+    - At the head, a non-primary replica holding commits there asks the primary how far every member
+      holds the journal (it alone knows); asked already, it hands the read to the primary, or with
+      do_not_proxy waits and asks again. Nothing else serves a commit before every member has it.
+    - Otherwise: wait (blocking) or end with OFFSET_NOT_YET_AVAILABLE.
+    """
+    if f.found:
+        return Step.SERVE
+    wait = Step.WAIT if f.block else Step.NOT_YET
+    if f.offset < f.write_head:  # a gap
+        if not f.is_primary:
+            return Step.AT_PRIMARY if f.may_proxy else wait
+        if not f.peers_tried:
+            return Step.FROM_PEERS
+        if f.storeless and not f.jump_checked:
+            return Step.CHECK_JUMP
+        return wait
+    if not f.is_primary and f.pending_end > f.offset:
+        if not f.asked:
+            return Step.ASK_PRIMARY
+        if f.may_proxy:
+            return Step.AT_PRIMARY
+        return Step.WAIT_TO_ASK if f.block else Step.NOT_YET
+    return wait
+
+
+ASK_RETRY_S = (0.01, 1.0)  # a do_not_proxy read at a replica asks the primary again after this (doubling)
+PRIMARY_HEAD_TIMEOUT_S = 5.0
+
+
+class ReadStream:
+    """One Read RPC at this broker: `run` validates, resolves, then proxies the read or serves it
+    from the local replica, one `next_step` at a time, each step a method."""
+
+    def __init__(
+        self, broker: Broker, req: pb.ReadRequest, context: grpc.aio.ServicerContext, claims: Claims | None
+    ) -> None:
+        self.broker = broker
+        self.req = req
+        self.context = context
+        self.claims = claims
+        self.journal, _ = split_journal_meta(req.journal)
+        self.offset = req.offset
+        self.header: pb.Header | None = None  # sent with the first response, then None
+        self.peers_tried_at: int | None = None
+        self.jump_checked_at: int | None = None
+        self.asked_at: int | None = None
+        self.ask_wait = ASK_RETRY_S[0]
+
+    async def run(self) -> AsyncIterator[pb.ReadResponse]:
+        await self._validate()
+        req = self.req
+        res = await self.broker.resolver.resolve(
+            self.journal,
+            require_primary=False,
+            may_proxy=not req.do_not_proxy,
+            min_etcd_revision=req.min_etcd_revision,
+            proxy_header=req.header if req.HasField("header") else None,
+            claims=self.claims,
+        )
+        if res.status != Status.OK:
+            yield pb.ReadResponse(status=to_pb(res.status), header=res.header)
+            return
+        if res.replica is None:
+            async for resp in self.broker.proxy.read(res, req):
+                yield resp
+            return
+        assert res.spec is not None
+        if not res.spec.readable:
+            yield pb.ReadResponse(status=to_pb(Status.NOT_ALLOWED), header=res.header)
+            return
+        self.header = res.header
+        async for resp in self._serve_local(res):
             yield resp
-        return
-    assert res.spec is not None
-    if not res.spec.readable:
-        yield pb.ReadResponse(status=to_pb(Status.NOT_ALLOWED), header=res.header)
-        return
 
-    replica = res.replica
-    index = replica.index
-    await index.wait_first_refresh()
-    offset = req.offset
-    header: pb.Header | None = res.header
-    peers_tried_at: int | None = None
-    jump_checked_at: int | None = None
-    while True:
-        if req.end_offset and offset >= req.end_offset:
-            return
-        q = await index.query(offset, False, req.begin_mod_time)  # never waits when not blocking
-        # A gap: no local fragment covers `offset`, though the index knows content past it.
-        in_gap = q.status == Status.OFFSET_NOT_YET_AVAILABLE and q.offset < q.write_head
-        if in_gap and not replica.is_primary and not req.do_not_proxy:
-            # This replica joined after [offset, ...) was written: that range lives only in its
-            # peers' spools until they persist it. The primary serves the rest of this read.
-            async for resp in _read_at_primary(broker, journal, req, offset):
-                yield resp
-            return
-        if in_gap and replica.is_primary and offset != peers_tried_at:
-            # The primary itself lacks a committed range: its spool missed the commit a peer got
-            # before the old primary died (the pipeline then rolled past it). That peer serves it now,
-            # rather than readers waiting until it persists the range minutes later.
-            peers_tried_at = offset
-            async for resp in _read_at_peers(broker, res.route, req, offset):
-                if resp.content:
-                    offset += len(resp.content)
-                elif header is not None:
-                    resp.header.CopyFrom(header)
-                    header = None
-                yield resp
-                if req.metadata_only:
-                    return
-            continue
-        storeless = not replica.spec.stores
-        if in_gap and replica.is_primary and storeless and offset != jump_checked_at:
-            # No peer served `offset` either. Without a store nothing will ever list it: if no
-            # member holds content at or below it, it is gone (the replicas that held it were
-            # replaced), and the read jumps to the first content a member still has.
-            jump_checked_at = offset
-            first = await _route_begin_offset(broker, res.route, index, journal)
-            if first is not None and first > offset:
-                offset = first
-                if req.end_offset and offset >= req.end_offset:
-                    # Past the requested end: only the jump is told (the client's offset moves there).
-                    meta = pb.ReadResponse(status=to_pb(Status.OK), offset=offset, write_head=q.write_head)
-                    if header is not None:
-                        meta.header.CopyFrom(header)
-                    yield meta
-                    return
-                continue
-        if req.block:
-            # A read blocked on a replica that is then unassigned from this broker would wait
-            # forever: end it when the journal's route or spec changes (the client resumes here).
-            # At a non-primary, also stop waiting once the wait turns into a gap (content past
-            # `offset` arrived here, `offset` itself did not): the loop then asks the primary. So
-            # does a storeless journal's primary, to check (once per offset) for a jump.
-            watch_gap = (not replica.is_primary and not req.do_not_proxy) or (
-                replica.is_primary and storeless and offset != jump_checked_at
-            )
-            got, blocked = await first_of(_content_or_gap(index, offset, req.begin_mod_time, watch_gap), res.invalidated)
-            if not got or blocked is None:
+    async def _validate(self) -> None:
+        req = self.req
+        try:
+            validate_journal_name(self.journal)
+            if req.offset < -1:
+                raise ValidationError(f"read offset {req.offset} is invalid (expected >= -1)")
+            if req.end_offset and req.end_offset < req.offset:
+                raise ValidationError(f"end_offset {req.end_offset} is before offset {req.offset}")
+        except GazetteError as exc:
+            await self.context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(exc))
+
+    def _with_header(self, resp: pb.ReadResponse) -> pb.ReadResponse:
+        if self.header is not None:
+            resp.header.CopyFrom(self.header)
+            self.header = None
+        return resp
+
+    async def _serve_local(self, res: Resolution) -> AsyncIterator[pb.ReadResponse]:
+        req, replica = self.req, res.replica
+        assert replica is not None
+        index = replica.index
+        await index.wait_first_refresh()
+        while not (req.end_offset and self.offset >= req.end_offset):
+            change = index.changed()  # taken before the query: a change after it is never missed
+            q = await index.query(self.offset, False, req.begin_mod_time)  # never waits when not blocking
+            if self.offset == -1 and q.status != Status.OK:
+                self.offset = q.offset  # a read from the head keeps the head it began at
+            step = next_step(
+                ReadFacts(
+                    found=q.status == Status.OK, offset=q.offset, write_head=q.write_head,
+                    pending_end=index.pending_end(), is_primary=replica.is_primary, may_proxy=not req.do_not_proxy,
+                    storeless=not replica.spec.stores, block=req.block, peers_tried=self.offset == self.peers_tried_at,
+                    jump_checked=self.offset == self.jump_checked_at, asked=self.offset == self.asked_at,
+                )
+            )  # fmt: skip
+            if step == Step.SERVE:
+                async for resp in self._serve(q):
+                    yield resp
+                if q.status != Status.OK or req.metadata_only or (req.end_offset and q.offset >= req.end_offset):
+                    return  # (a jump past the requested end is told by its metadata alone, as Gazette does)
+            elif step == Step.AT_PRIMARY:
+                async for resp in _read_at_primary(self.broker, self.journal, req, self.offset):
+                    yield resp
                 return
-            if blocked.status != Status.OK:
-                offset = blocked.offset  # (a read from -1 keeps the head it began at)
-                continue  # a gap: handed to the primary at the top of the loop
-            q = blocked
+            elif step == Step.FROM_PEERS:
+                self.peers_tried_at = self.offset
+                async for resp in _read_at_peers(self.broker, res.route, req, self.offset):
+                    if resp.content:
+                        self.offset += len(resp.content)
+                    yield self._with_header(resp) if not resp.content else resp
+                    if req.metadata_only:
+                        return
+            elif step == Step.CHECK_JUMP:
+                self.jump_checked_at = self.offset
+                first = await _route_begin_offset(self.broker, res.route, index, self.journal)
+                if first is not None and first > self.offset:
+                    self.offset = first
+                    if req.end_offset and self.offset >= req.end_offset:
+                        # Past the requested end: only the jump is told (the client's offset moves there).
+                        yield self._with_header(
+                            pb.ReadResponse(status=to_pb(Status.OK), offset=self.offset, write_head=q.write_head)
+                        )
+                        return
+            elif step == Step.ASK_PRIMARY:
+                self.asked_at = self.offset
+                head = await _acknowledged_at_primary(self.broker, self.journal)
+                if head is not None:
+                    index.acknowledge_through(head)
+            elif step == Step.NOT_YET:
+                yield self._with_header(
+                    pb.ReadResponse(status=to_pb(Status.OFFSET_NOT_YET_AVAILABLE), offset=q.offset, write_head=q.write_head)
+                )
+                return
+            else:  # WAIT, WAIT_TO_ASK
+                timeout = self.ask_wait if step == Step.WAIT_TO_ASK else None
+                if not await self._wait(change, res, timeout):
+                    return
+                if step == Step.WAIT_TO_ASK:
+                    self.asked_at = None
+                    self.ask_wait = min(self.ask_wait * 2, ASK_RETRY_S[1])
+
+    async def _wait(self, change: asyncio.Event, res: Resolution, timeout: float | None) -> bool:
+        """Waits for the index to change (`change` is set) or `timeout`. False: the journal's route or
+        spec changed, and the read ends (a read blocked on a replica then unassigned from here would
+        wait for ever; the client resumes it where it ended)."""
+        got, _ = await first_of(change.wait(), res.invalidated, timeout=timeout)
+        return got or not (res.invalidated is not None and res.invalidated.is_set())
+
+    async def _serve(self, q: Any) -> AsyncIterator[pb.ReadResponse]:
+        """The metadata of the fragment at `q`, then its content from `q.offset` (bounded by end_offset)."""
+        req = self.req
         meta = pb.ReadResponse(status=to_pb(q.status), offset=q.offset, write_head=q.write_head)
-        if header is not None:
-            meta.header.CopyFrom(header)
-            header = None
         if q.fragment is not None:
             meta.fragment.CopyFrom(q.fragment.to_proto())
-        yield meta
+        yield self._with_header(meta)
         if q.status != Status.OK or req.metadata_only or (req.end_offset and q.offset >= req.end_offset):
-            return  # (the last: a jump past the requested end, told by `meta` alone, as Gazette does)
-        assert q.fragment is not None
+            return
         offset = q.offset
         stop = min(q.fragment.end, req.end_offset) if req.end_offset else q.fragment.end
         if q.file is not None:
             while offset < stop:
-                data = q.file.pread(offset, min(READ_CHUNK_BYTES, stop - offset))
+                data = q.file.pread(offset, min(tunables.BROKER_READ_CHUNK_BYTES, stop - offset))
                 if not data:  # committed bytes the spool file no longer holds: never wait on them
                     problem = (
-                        f"broker {broker.id[1]}: the spool file of {journal} [{q.fragment.begin}, "
+                        f"broker {self.broker.id[1]}: the spool file of {self.journal} [{q.fragment.begin}, "
                         f"{q.fragment.end}) ends at offset {offset}: it was truncated or damaged on this "
                         "broker's disk (another replica, or the store once persisted, has the content)"
                     )
-                    log.error("read of %s failed: %s", journal, problem)
-                    await context.abort(grpc.StatusCode.DATA_LOSS, problem)
+                    log.error("read of %s failed: %s", self.journal, problem)
+                    await self.context.abort(grpc.StatusCode.DATA_LOSS, problem)
                 yield pb.ReadResponse(offset=offset, content=data)
                 offset += len(data)
         else:
             async for data in _remote_content(q.fragment, offset, stop):
                 yield pb.ReadResponse(offset=offset, content=data)
                 offset += len(data)
-                broker.metrics.read_bytes(len(data))
+                self.broker.metrics.read_bytes(len(data))
+        self.offset = offset
 
 
-async def _content_or_gap(index: Any, offset: int, begin_mod_time: int, watch_gap: bool) -> Any:
-    """A blocking index query that also returns (OFFSET_NOT_YET_AVAILABLE) when `watch_gap` and the
-    index comes to know content past `offset` without covering `offset`: a replica re-synced past a
-    range it never received (it restarted, or joined late) would otherwise wait for that range to be
-    persisted and listed, minutes later."""
-    while True:
-        q = await index.query(offset, False, begin_mod_time)  # never yields when not blocking
-        if q.status == Status.OK or (watch_gap and q.offset < q.write_head):
-            return q
-        offset = q.offset  # -1 (the write head) is resolved once, as a blocking query does
-        await index.wait_for_change()
+async def serve_read(
+    broker: Broker, req: pb.ReadRequest, context: grpc.aio.ServicerContext, claims: Claims | None = None
+) -> AsyncIterator[pb.ReadResponse]:
+    """The Read RPC (see ReadStream)."""
+    async for resp in ReadStream(broker, req, context, claims).run():
+        yield resp
+
+
+async def _acknowledged_at_primary(broker: Broker, journal: str) -> int | None:
+    """How far every member holds `journal`, as its primary says: the write head of a metadata-only,
+    non-blocking read at the head there (a gazette-py primary's index ends where every member
+    acknowledged; a Gazette primary's where it committed). None: no primary answered."""
+    res = await broker.resolver.resolve(journal, require_primary=True, may_proxy=True)
+    if res.status != Status.OK or res.replica is not None:
+        return None
+    route = res.header.route
+    if route.primary < 0 or route.primary >= len(route.endpoints) or not route.endpoints[route.primary]:
+        return None
+    req = pb.ReadRequest(journal=journal, offset=-1, block=False, metadata_only=True, do_not_proxy=True)
+    call = broker.proxy.stub(route.endpoints[route.primary]).Read(
+        req, timeout=PRIMARY_HEAD_TIMEOUT_S, metadata=broker.proxy.metadata(Capability.READ, journal)
+    )
+    try:
+        async for resp in call:
+            return int(resp.write_head) if resp.status in (pb.OK, pb.OFFSET_NOT_YET_AVAILABLE) else None
+    except grpc.aio.AioRpcError:
+        return None
+    finally:
+        call.cancel()
+    return None
 
 
 async def _read_at_primary(
@@ -309,13 +429,13 @@ async def _route_begin_offset(broker: Broker, route: pb.Route, index: Any, journ
 
 
 async def _remote_content(fragment: Fragment, offset: int, stop: int) -> AsyncIterator[bytes]:
-    """Content of a persisted fragment from `offset` up to `stop`, in READ_CHUNK_BYTES pieces."""
+    """Content of a persisted fragment from `offset` up to `stop`, in BROKER_READ_CHUNK_BYTES pieces."""
 
     def chunks() -> Iterator[bytes]:
         pos = offset
         for data in open_fragment(fragment, offset):
-            for i in range(0, len(data), READ_CHUNK_BYTES):
-                piece = data[i : i + READ_CHUNK_BYTES]
+            for i in range(0, len(data), tunables.BROKER_READ_CHUNK_BYTES):
+                piece = data[i : i + tunables.BROKER_READ_CHUNK_BYTES]
                 if pos + len(piece) > stop:
                     piece = piece[: stop - pos]
                 if piece:

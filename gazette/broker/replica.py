@@ -132,7 +132,11 @@ class Replica:
 
     # --- SpoolObserver ---------------------------------------------------------------------------
     def on_commit(self, fragment: Fragment, file: SpoolFile) -> None:
-        self.index.spool_commit(fragment, file)
+        # Readers see it once every member holds it: at the primary when its peers acknowledged it
+        # (the append FSM), elsewhere when the primary says so (docs/semantics.md#no-dirty-reads).
+        self.index.spool_commit(fragment, file, acknowledged=False)
+        if self._metrics is not None:
+            self._metrics.held_back.inc()
 
     def on_complete(self, completed: CompletedSpool) -> None:
         if self._metrics is not None:

@@ -8,6 +8,7 @@ loop thread. Imports gazette.fragment (cover_set, fragment, spool_file) and gaze
 from __future__ import annotations
 
 import asyncio
+import collections
 import dataclasses
 import time
 from collections.abc import Iterable
@@ -21,6 +22,9 @@ from gazette.protocol.status import Status
 # first fragment, or that fragment was persisted this long ago: a younger one may be a hand-off whose
 # covering fragment is still uploading (docs/semantics.md#coverset-and-index).
 OFFSET_JUMP_AGE_S = 6 * 60 * 60
+# Unacknowledged commits kept per index beyond which a commit superseded by a later one of the same
+# spool is dropped: the later one is released by any acknowledgement that would release it.
+PENDING_COMMITS_KEPT = 1024
 
 
 @dataclasses.dataclass
@@ -42,22 +46,58 @@ class Index:
         self._files: dict[Fragment, SpoolFile] = {}
         self._changed = asyncio.Event()
         self._first_refresh = asyncio.Event()
+        # Spool commits not yet known to be held by every member of the route, oldest first: readers
+        # are never served them (docs/semantics.md#no-dirty-reads). Each is the spool's whole
+        # fragment at that commit, so releasing one serves exactly the bytes (and SHA1) committed.
+        self._pending: collections.deque[tuple[Fragment, SpoolFile]] = collections.deque()
+        self._acknowledged = 0  # every member holds the journal's commits through this offset
 
     # --- updates ----------------------------------------------------------------------------------
 
-    def spool_commit(self, fragment: Fragment, file: SpoolFile) -> None:
-        """Adds a committed local spool fragment and wakes waiters.
+    def spool_commit(self, fragment: Fragment, file: SpoolFile, *, acknowledged: bool = True) -> None:
+        """Adds a committed local spool fragment and wakes waiters. With `acknowledged=False` the
+        commit is held back from readers until `acknowledge_through` reaches its end (the broker's
+        replicas commit before their peers acknowledged the same commit)."""
+        if acknowledged or fragment.end <= self._acknowledged:
+            self._add_local(fragment, file)
+        else:
+            pending = self._pending
+            pending.append((fragment, file))
+            while len(pending) > PENDING_COMMITS_KEPT and pending[0][0].begin == pending[1][0].begin:
+                pending.popleft()  # superseded by the same spool's next commit
+        self._wake()
 
-        A spool's commits share its begin and only grow, and spools follow one another (begins never
-        go back): so the only local fragment a commit can replace is its spool's previous commit.
-        """
+    def acknowledge_through(self, end: int) -> None:
+        """Every member of the journal's route holds its commits through `end`: releases the held
+        back commits ending there or before to readers."""
+        if end <= self._acknowledged:
+            return
+        self._acknowledged = end
+        pending = self._pending
+        released = False
+        while pending and pending[0][0].end <= end:
+            self._add_local(*pending.popleft())
+            released = True
+        if released:
+            self._wake()
+
+    def pending_end(self) -> int:
+        """The end of the newest commit held back from readers (0: none is)."""
+        return self._pending[-1][0].end if self._pending else 0
+
+    def acknowledged_end(self) -> int:
+        """The offset through which the index knows every member holds the journal's commits."""
+        return self._acknowledged
+
+    def _add_local(self, fragment: Fragment, file: SpoolFile) -> None:
+        """A spool's commits share its begin and only grow, and spools follow one another (begins never
+        go back): so the only local fragment a commit can replace is its spool's previous commit."""
         self._set.add(fragment)
         previous = self._local_at(fragment.begin)
         if self._local.add(fragment):
             self._files[fragment] = file
             if previous is not None and previous != fragment:
                 self._files.pop(previous, None)  # the spool's previous, smaller commit was replaced
-        self._wake()
 
     def replace_remote(self, fragments: Iterable[Fragment]) -> None:
         """Replaces the remote fragments with a full listing of the stores. Local fragments covered by it
@@ -92,6 +132,10 @@ class Index:
     async def wait_first_refresh(self) -> None:
         await self._first_refresh.wait()
 
+    def changed(self) -> asyncio.Event:
+        """The event set at the index's next change (take it before looking, then wait on it)."""
+        return self._changed
+
     async def wait_for_change(self) -> None:
         """Returns at the next change of the index."""
         await self._changed.wait()
@@ -103,7 +147,11 @@ class Index:
         return self._set.end_offset
 
     def summary(self) -> tuple[int, int, int]:
-        """(first begin, last end, last fragment's mod_time; 0 if it is local or the index is empty)."""
+        """(first begin, last end, last fragment's mod_time; 0 if it is local or the index is empty).
+        Commits held back from readers count (as local, so dirty): the journal is in use."""
+        if self._pending:
+            begin = self._set.begin_offset if self._set else self._pending[0][0].begin
+            return begin, max(self._set.end_offset, self.pending_end()), 0
         if not self._set:
             return 0, 0, 0
         return self._set.begin_offset, self._set.end_offset, self._set[len(self._set) - 1].mod_time
