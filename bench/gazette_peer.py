@@ -54,6 +54,8 @@ PEER_OF = {
     "small_r3_p99": "gz_small_r3_p99",
     "small_r1_p50": "gz_small_r1_p50",
     "small_r1_p99": "gz_small_r1_p99",
+    "visible_r3_p50": "gz_visible_r3_p50",
+    "visible_r3_p99": "gz_visible_r3_p99",
 }
 
 
@@ -71,6 +73,8 @@ def peer_figures() -> dict[str, Figure]:
         Figure("gz_small_r3_p99", "Peer: Gazette append 100 B R=3 p99, 8 in flight", "ms", False),
         Figure("gz_small_r1_p50", "Peer: Gazette append 100 B R=1 p50, 8 in flight", "ms", False),
         Figure("gz_small_r1_p99", "Peer: Gazette append 100 B R=1 p99, 8 in flight", "ms", False),
+        Figure("gz_visible_r3_p50", "Peer: Gazette append-to-visible 100 B R=3 p50, a blocking reader", "ms", False),
+        Figure("gz_visible_r3_p99", "Peer: Gazette append-to-visible 100 B R=3 p99, a blocking reader", "ms", False),
     ]
     return {f.key: f for f in figures}
 
@@ -193,6 +197,10 @@ def measure_three_brokers(settings: runner.Settings, payload: bytes, log: Log) -
                     replication.append_latencies(aio, journals[r][1], small, settings.small_appends)
                 )
                 run |= {f"gz_small_r{r}_p50": percentile(lat, 50), f"gz_small_r{r}_p99": percentile(lat, 99)}
+            seen = loop.run(
+                replication.visible_latencies(aio, journals[3][1], small, settings.small_appends)
+            )
+            run |= {"gz_visible_r3_p50": percentile(seen, 50), "gz_visible_r3_p99": percentile(seen, 99)}
             for key, value in run.items():
                 samples.setdefault(key, []).append(value)
             log("  " + ", ".join(f"{k} {v:.4g}" for k, v in run.items()))

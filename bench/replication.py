@@ -48,6 +48,7 @@ CHANNEL_OPTIONS = [("grpc.max_receive_message_length", 8 << 20), ("grpc.max_send
 
 FANOUT_TARGET = Target("ratio", 0.60, "≥ 0.60 of fan-out")
 P99_TARGET = Target("value", 10.0, "≤ 10 ms")
+VISIBLE_TIMEOUT_S = 30.0  # an append not served to the reader within this fails the figure
 
 
 def replication_figures() -> dict[str, Figure]:
@@ -62,6 +63,8 @@ def replication_figures() -> dict[str, Figure]:
         Figure("small_r3_p99", "Append 100 B R=3 p99, 8 in flight", "ms", False, "fanout_p99", P99_TARGET),
         Figure("small_r1_p50", "Append 100 B R=1 p50, 8 in flight", "ms", False, "fanout_p50"),
         Figure("small_r1_p99", "Append 100 B R=1 p99, 8 in flight", "ms", False, "fanout_p99"),
+        Figure("visible_r3_p50", "Append-to-visible 100 B R=3 p50, a blocking reader", "ms", False),
+        Figure("visible_r3_p99", "Append-to-visible 100 B R=3 p99, a blocking reader", "ms", False),
     ]
     return {f.key: f for f in figures}
 
@@ -195,6 +198,41 @@ async def append_latencies(aio: AsyncClient, journal: str, payload: bytes, total
     return await _in_flight(lambda: aio.append(journal, payload), total)
 
 
+async def visible_latencies(aio: AsyncClient, journal: str, payload: bytes, total: int) -> list[float]:
+    """`total` sequential appends of `payload`, each timed (ms) from its start until a blocking reader
+    of the journal, begun at its head, has been served it: what a tailing consumer waits. A broker
+    that serves only what every replica acknowledged (gazette-py) shows it here; Gazette's serves a
+    commit once its primary applied it."""
+    head = await aio.read_head(journal)
+    seen = head
+    served = asyncio.Event()
+
+    async def reader() -> None:
+        nonlocal seen
+        async for chunk in aio.read(journal, offset=head, block=True):
+            seen = chunk.offset + len(chunk.content)
+            served.set()
+
+    task = asyncio.create_task(reader())
+    out: list[float] = []
+    try:
+        for _ in range(total):
+            start = time.perf_counter()
+            res = await aio.append(journal, payload)
+            while seen < res.end:
+                if task.done():
+                    task.result()
+                    raise RuntimeError(f"the reader of {journal} ended at {seen}")
+                served.clear()
+                await asyncio.wait_for(served.wait(), VISIBLE_TIMEOUT_S)
+            out.append((time.perf_counter() - start) * 1e3)
+    finally:
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError, Exception):
+            await task
+    return out
+
+
 async def _in_flight(make: Callable, total: int) -> list[float]:
     """`total` operations, IN_FLIGHT at a time (each task sequential); every latency in ms."""
     out: list[float] = []
@@ -252,6 +290,8 @@ def run(settings, log: Callable[[str], None]) -> dict[str, Figure]:
                 for r in (3, 1):
                     ours = loop.run(append_latencies(aio, journals[r][1], small, settings.small_appends))
                     samples |= {f"small_r{r}_p50": percentile(ours, 50), f"small_r{r}_p99": percentile(ours, 99)}
+                seen = loop.run(visible_latencies(aio, journals[3][1], small, settings.small_appends))
+                samples |= {"visible_r3_p50": percentile(seen, 50), "visible_r3_p99": percentile(seen, 99)}
                 for key, value in samples.items():
                     figures[key].samples.append(value)
                 log("  " + ", ".join(f"{k} {v:.4g}" for k, v in samples.items()))

@@ -236,3 +236,74 @@ def test_etcd_values_written_by_gazette_brokers_decode_as_ours(gazette_cluster: 
     assert len(mine) == 2 and sorted(k.slot for k, _ in mine) == [0, 1]
     for _key, route in mine:  # each assignment's value is the route the primary announced
         assert [m.suffix for m in route.members] == sorted(k.suffix for k, _ in mine)
+
+
+@pytest.mark.parametrize(
+    ("kinds", "leader", "reader", "served"),
+    [
+        # Ours leads: it never serves the commit; a Gazette replica serves what it committed.
+        (["gazette-py", "gazette", "gazette-py", "gazette"], "gazette-py", "gazette", {"leader": b"", "reader": True}),
+        # Gazette's leads (its brokers started first, its allocator places the primaries): it serves
+        # the commit, and so does our replica, asking its head.
+        (["gazette", "gazette-py", "gazette", "gazette-py"], "gazette", "gazette-py", {"leader": True, "reader": True}),
+    ],
+    ids=["gazette-py-primary", "gazette-primary"],
+)
+def test_dirty_reads_remain_where_gazette_serves_or_leads(gazette_bin, tmp_path, kinds, leader, reader, served) -> None:
+    """docs/semantics.md#no-dirty-reads in a mixed cluster. An append is committed by a journal's
+    primary and one replica while the third member is paused (so it is never acknowledged by all),
+    and each is read directly (do_not_proxy) meanwhile. Where ours is primary, it serves none of it; a
+    Gazette replica serves what it committed. Where Gazette's is primary, it serves it, and so does our
+    replica: the Gazette primary's write head, which our replica asks for, is its commit head."""
+    names = [f"interop/dirty/part-{i:03d}" for i in range(8)]
+    content = b"committed by the primary and one replica, the third paused\n"
+    with LocalCluster(
+        brokers=len(kinds), mode="subprocess", broker_kinds=kinds, zones=ZONES, lease_ttl_s=30,
+        data_dir=str(tmp_path / "c"), log_level="INFO",
+    ) as cluster:  # fmt: skip (a long lease: the paused member keeps it)
+        client = cluster.client()
+        client.apply_journals([cluster.journal_spec(n, replication=3, compression="none") for n in names])
+        cluster.wait_for_routes(names)
+        routes = {n: wait_for_full_route(cluster, n) for n in names}
+        journal, primary, other, paused = next(
+            (
+                (n, p, r, next(m for m in members if m not in (p, r)))
+                for n, (members, p) in routes.items()
+                for r in members
+                if kinds[p] == leader and r != p and kinds[r] == reader
+            ),
+            (None, -1, -1, -1),
+        )
+        assert journal is not None, f"no journal has a {leader} primary and a {reader} replica: {routes}"
+
+        def read_at(i: int, offset: int) -> bytes:
+            with grpc.insecure_channel(grpc_target(cluster.brokers[i].endpoint)) as chan:
+                out = b""
+                req = pb.ReadRequest(journal=journal, offset=offset, block=False, do_not_proxy=True)
+                for resp in pb_grpc.JournalStub(chan).Read(req, timeout=10):
+                    out += resp.content
+                return out
+
+        def requests():
+            yield pb.AppendRequest(journal=journal, do_not_proxy=True)
+            yield pb.AppendRequest(content=content)
+            yield pb.AppendRequest()
+
+        client.append(journal, b"warm\n")  # the pipeline is built while every member answers
+        head = client.read_head(journal)
+        chan = grpc.insecure_channel(grpc_target(cluster.brokers[primary].endpoint))
+        cluster.pause_broker(paused)
+        try:
+            pending = pb_grpc.JournalStub(chan).Append.future(requests(), timeout=60)
+            seen = {}
+            for role, i in (("reader", other), ("leader", primary)):  # those expected to serve it, waited for
+                if served[role] is True:
+                    seen[role] = wait_for(f"the {kinds[i]} {role} to serve the commit", lambda i=i: read_at(i, head))
+                else:
+                    seen[role] = read_at(i, head)
+            assert not pending.done(), "the append ended while a member was paused"
+        finally:
+            cluster.resume_broker(paused)
+        assert pending.result(60).status == pb.OK
+        chan.close()
+        assert seen == {role: content if want is True else want for role, want in served.items()}
