@@ -29,6 +29,7 @@ from gazette import tunables
 from gazette.auth.tokens import Capability, Claims
 from gazette.fragment.content import open_fragment
 from gazette.fragment.fragment import Fragment
+from gazette.fragment.index import Index, QueryResult
 from gazette.protocol import broker_pb2 as pb
 from gazette.protocol.errors import GazetteError, ValidationError
 from gazette.protocol.status import Status, to_pb
@@ -153,7 +154,8 @@ PRIMARY_HEAD_TIMEOUT_S = 5.0
 
 class ReadStream:
     """One Read RPC at this broker: `run` validates, resolves, then proxies the read or serves it
-    from the local replica, one `next_step` at a time, each step a method."""
+    from the local replica, one `next_step` at a time, each step a method (an async generator of
+    the responses it sends)."""
 
     def __init__(
         self, broker: Broker, req: pb.ReadRequest, context: grpc.aio.ServicerContext, claims: Claims | None
@@ -169,6 +171,10 @@ class ReadStream:
         self.jump_checked_at: int | None = None
         self.asked_at: int | None = None
         self.ask_wait = ASK_RETRY_S[0]
+        self.step = Step.WAIT  # the step being taken
+        self.change = asyncio.Event()  # set at the index's next change after the step's query
+        self.done = False  # a step ended the read
+        self.index: Index | None = None  # the local replica's, once serving locally
 
     async def run(self) -> AsyncIterator[pb.ReadResponse]:
         await self._validate()
@@ -214,16 +220,23 @@ class ReadStream:
         return resp
 
     async def _serve_local(self, res: Resolution) -> AsyncIterator[pb.ReadResponse]:
+        """The read at this broker's replica: the rules' next step at the read's offset, until a step
+        ends the read (`self.done`) or the requested end is reached."""
         req, replica = self.req, res.replica
         assert replica is not None
-        index = replica.index
+        index = self.index = replica.index
         await index.wait_first_refresh()
-        while not (req.end_offset and self.offset >= req.end_offset):
-            change = index.changed()  # taken before the query: a change after it is never missed
+        steps = {
+            Step.SERVE: self._serve, Step.AT_PRIMARY: self._at_primary, Step.FROM_PEERS: self._from_peers,
+            Step.CHECK_JUMP: self._check_jump, Step.ASK_PRIMARY: self._ask_primary, Step.NOT_YET: self._not_yet,
+            Step.WAIT: self._wait, Step.WAIT_TO_ASK: self._wait,
+        }  # fmt: skip
+        while not self.done and not (req.end_offset and self.offset >= req.end_offset):
+            self.change = index.changed()  # taken before the query: a change after it is never missed
             q = await index.query(self.offset, False, req.begin_mod_time)  # never waits when not blocking
             if self.offset == -1 and q.status != Status.OK:
                 self.offset = q.offset  # a read from the head keeps the head it began at
-            step = next_step(
+            self.step = next_step(
                 ReadFacts(
                     found=q.status == Status.OK, offset=q.offset, write_head=q.write_head,
                     pending_end=index.pending_end(), is_primary=replica.is_primary, may_proxy=not req.do_not_proxy,
@@ -231,68 +244,22 @@ class ReadStream:
                     jump_checked=self.offset == self.jump_checked_at, asked=self.offset == self.asked_at,
                 )
             )  # fmt: skip
-            if step == Step.SERVE:
-                async for resp in self._serve(q):
-                    yield resp
-                if q.status != Status.OK or req.metadata_only or (req.end_offset and q.offset >= req.end_offset):
-                    return  # (a jump past the requested end is told by its metadata alone, as Gazette does)
-            elif step == Step.AT_PRIMARY:
-                async for resp in _read_at_primary(self.broker, self.journal, req, self.offset):
-                    yield resp
-                return
-            elif step == Step.FROM_PEERS:
-                self.peers_tried_at = self.offset
-                async for resp in _read_at_peers(self.broker, res.route, req, self.offset):
-                    if resp.content:
-                        self.offset += len(resp.content)
-                    yield self._with_header(resp) if not resp.content else resp
-                    if req.metadata_only:
-                        return
-            elif step == Step.CHECK_JUMP:
-                self.jump_checked_at = self.offset
-                first = await _route_begin_offset(self.broker, res.route, index, self.journal)
-                if first is not None and first > self.offset:
-                    self.offset = first
-                    if req.end_offset and self.offset >= req.end_offset:
-                        # Past the requested end: only the jump is told (the client's offset moves there).
-                        yield self._with_header(
-                            pb.ReadResponse(status=to_pb(Status.OK), offset=self.offset, write_head=q.write_head)
-                        )
-                        return
-            elif step == Step.ASK_PRIMARY:
-                self.asked_at = self.offset
-                head = await _acknowledged_at_primary(self.broker, self.journal)
-                if head is not None:
-                    index.acknowledge_through(head)
-            elif step == Step.NOT_YET:
-                yield self._with_header(
-                    pb.ReadResponse(status=to_pb(Status.OFFSET_NOT_YET_AVAILABLE), offset=q.offset, write_head=q.write_head)
-                )
-                return
-            else:  # WAIT, WAIT_TO_ASK
-                timeout = self.ask_wait if step == Step.WAIT_TO_ASK else None
-                if not await self._wait(change, res, timeout):
-                    return
-                if step == Step.WAIT_TO_ASK:
-                    self.asked_at = None
-                    self.ask_wait = min(self.ask_wait * 2, ASK_RETRY_S[1])
+            async for resp in steps[self.step](res, q):
+                yield resp
 
-    async def _wait(self, change: asyncio.Event, res: Resolution, timeout: float | None) -> bool:
-        """Waits for the index to change (`change` is set) or `timeout`. False: the journal's route or
-        spec changed, and the read ends (a read blocked on a replica then unassigned from here would
-        wait for ever; the client resumes it where it ended)."""
-        got, _ = await first_of(change.wait(), res.invalidated, timeout=timeout)
-        return got or not (res.invalidated is not None and res.invalidated.is_set())
-
-    async def _serve(self, q: Any) -> AsyncIterator[pb.ReadResponse]:
-        """The metadata of the fragment at `q`, then its content from `q.offset` (bounded by end_offset)."""
+    async def _serve(self, res: Resolution, q: QueryResult) -> AsyncIterator[pb.ReadResponse]:
+        """SERVE: the metadata of the fragment at `q`, then its content from `q.offset` (bounded by
+        end_offset). The read ends after the metadata alone for metadata_only, or a jump past the
+        requested end (as Gazette's does)."""
         req = self.req
         meta = pb.ReadResponse(status=to_pb(q.status), offset=q.offset, write_head=q.write_head)
         if q.fragment is not None:
             meta.fragment.CopyFrom(q.fragment.to_proto())
         yield self._with_header(meta)
-        if q.status != Status.OK or req.metadata_only or (req.end_offset and q.offset >= req.end_offset):
+        if req.metadata_only or (req.end_offset and q.offset >= req.end_offset):
+            self.done = True
             return
+        assert q.fragment is not None
         offset = q.offset
         stop = min(q.fragment.end, req.end_offset) if req.end_offset else q.fragment.end
         if q.file is not None:
@@ -314,6 +281,64 @@ class ReadStream:
                 offset += len(data)
                 self.broker.metrics.read_bytes(len(data))
         self.offset = offset
+
+    async def _at_primary(self, res: Resolution, q: QueryResult) -> AsyncIterator[pb.ReadResponse]:
+        """AT_PRIMARY: the primary serves the rest of the read."""
+        self.done = True
+        async for resp in _read_at_primary(self.broker, self.journal, self.req, self.offset):
+            yield resp
+
+    async def _from_peers(self, res: Resolution, q: QueryResult) -> AsyncIterator[pb.ReadResponse]:
+        """FROM_PEERS: what the first peer holding the offset has from there; the read goes on after it."""
+        self.peers_tried_at = self.offset
+        async for resp in _read_at_peers(self.broker, res.route, self.req, self.offset):
+            self.offset += len(resp.content)
+            yield resp if resp.content else self._with_header(resp)
+            if self.req.metadata_only:
+                self.done = True
+                return
+
+    async def _check_jump(self, res: Resolution, q: QueryResult) -> AsyncIterator[pb.ReadResponse]:
+        """CHECK_JUMP: a storeless journal whose members all begin past the offset jumps there (past
+        the requested end, only the jump is told, and the client's offset moves there)."""
+        self.jump_checked_at = self.offset
+        first = await _route_begin_offset(self.broker, res.route, self.index, self.journal)
+        if first is None or first <= self.offset:
+            return
+        self.offset = first
+        if self.req.end_offset and first >= self.req.end_offset:
+            self.done = True
+            yield self._with_header(pb.ReadResponse(status=to_pb(Status.OK), offset=first, write_head=q.write_head))
+
+    async def _ask_primary(self, res: Resolution, q: QueryResult) -> AsyncIterator[pb.ReadResponse]:
+        """ASK_PRIMARY: releases this replica's commits through what the primary says every member holds."""
+        self.asked_at = self.offset
+        head = await _acknowledged_at_primary(self.broker, self.journal)
+        if head is not None and self.index is not None:
+            self.index.acknowledge_through(head)
+        return
+        yield  # (an async generator that sends nothing)
+
+    async def _not_yet(self, res: Resolution, q: QueryResult) -> AsyncIterator[pb.ReadResponse]:
+        """NOT_YET: a non-blocking read ends at what it may be served."""
+        self.done = True
+        yield self._with_header(
+            pb.ReadResponse(status=to_pb(Status.OFFSET_NOT_YET_AVAILABLE), offset=q.offset, write_head=q.write_head)
+        )
+
+    async def _wait(self, res: Resolution, q: QueryResult) -> AsyncIterator[pb.ReadResponse]:
+        """WAIT, WAIT_TO_ASK: for the index to change (WAIT_TO_ASK: or a while, then ask again). The
+        read ends when the journal's route or spec changes: a read blocked on a replica then unassigned
+        from here would wait for ever; the client resumes it where it ended."""
+        asking = self.step == Step.WAIT_TO_ASK
+        got, _ = await first_of(self.change.wait(), res.invalidated, timeout=self.ask_wait if asking else None)
+        if not got and res.invalidated is not None and res.invalidated.is_set():
+            self.done = True
+        elif asking:
+            self.asked_at = None
+            self.ask_wait = min(self.ask_wait * 2, ASK_RETRY_S[1])
+        return
+        yield  # (an async generator that sends nothing)
 
 
 async def serve_read(
