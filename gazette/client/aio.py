@@ -1,9 +1,10 @@
 """The async client: the real implementation of the journal API (the sync facade only forwards).
 
-Appends retry on transient statuses and gRPC UNAVAILABLE (docs/semantics.md#client-retries-and-backoff);
-reads follow Gazette's RetryReader: they resume from the last offset after stream breaks, tolerate offset
+What a call retries, where, how long it waits between attempts and when it gives up is the client
+call policy's (`policy.py`, docs/semantics.md#client-retries-and-backoff); reads follow Gazette's RetryReader: they resume from the last offset after stream breaks, tolerate offset
 jumps, and end at the write head unless blocking. Every failure is a `GazetteError` carrying the status.
-Given several broker endpoints, a call that finds its broker UNAVAILABLE moves on to the next one,
+Given several broker endpoints, a call that finds its broker UNAVAILABLE moves on to the next one (the
+policy's `Rotation`),
 so a client survives the loss of the broker it was talking to (any broker proxies any journal).
 Every call is bounded by a timeout (the client's default unless given; `timeouts.py`): retries stop
 there with a CallTimeout naming the journal, the broker and the last status, never hanging the caller.
@@ -17,16 +18,25 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import dataclasses
-import time
 from collections.abc import AsyncIterator, Iterable, Sequence
-from typing import Any, NamedTuple
+from typing import NamedTuple
 
 import grpc
 from google.protobuf.duration_pb2 import Duration
 
-from gazette import tunables
 from gazette.auth.tls import TLSConfig, aio_channel
 from gazette.auth.tokens import UNARY_TOKEN_TTL_S, Capability, KeyedAuth, name_selector
+from gazette.client.policy import (
+    APPEND,
+    IMPATIENT,
+    READ,
+    UNARY,
+    Attempts,
+    CallPolicy,
+    Deadline,
+    Rotation,
+    rpc_failure,
+)
 from gazette.client.timeouts import (
     DEFAULT_TIMEOUT_S,
     USE_CLIENT_DEFAULT,
@@ -69,16 +79,6 @@ def _append_content_message(content: memoryview) -> bytes:
 
 
 FLUSH_METHOD = "/gazette_py.Flusher/Flush"
-# docs/semantics.md#client-retries-and-backoff: 0 after EOF, then 50 ms x2, 100 ms x2, 1 s x2, then 5 s.
-RETRY_BACKOFF_S = tunables.CLIENT_RETRY_BACKOFF_S
-APPEND_RETRY_STATUSES = frozenset(
-    {Status.NOT_JOURNAL_PRIMARY_BROKER, Status.NO_JOURNAL_PRIMARY_BROKER, Status.INSUFFICIENT_JOURNAL_BROKERS}
-)
-MAX_RETRY_ATTEMPTS = tunables.CLIENT_MAX_RETRY_ATTEMPTS
-# A read meeting these (a route in flux) retries after a backoff.
-_READ_RETRY_STATUSES = frozenset(
-    {Status.NOT_JOURNAL_BROKER, Status.INSUFFICIENT_JOURNAL_BROKERS, Status.NO_JOURNAL_PRIMARY_BROKER}
-)
 # Looking up a journal's replication to explain INSUFFICIENT_JOURNAL_BROKERS takes at most this long.
 EXPLAIN_LOOKUP_TIMEOUT_S = 2.0
 
@@ -119,23 +119,6 @@ class ReadChunk:
     content: bytes
     write_head: int
     fragment: Fragment | None
-
-
-def _backoff(attempt: int) -> float:
-    return RETRY_BACKOFF_S[min(attempt, len(RETRY_BACKOFF_S) - 1)]
-
-
-class _Budget:
-    """One timeout shared by the steps of a call: `left()` is what remains for the next step."""
-
-    def __init__(self, seconds: float | None) -> None:
-        self._deadline = None if seconds is None else asyncio.get_running_loop().time() + seconds
-
-    def __call__(self) -> float | None:
-        if self._deadline is None:
-            return None
-        # At least a moment: a step started with nothing left runs out at once, with its own message.
-        return max(self._deadline - asyncio.get_running_loop().time(), 0.001)
 
 
 def _names(names: Iterable[str], shown: int = 3) -> str:
@@ -196,6 +179,7 @@ class AsyncClient:
         self.tls = tls
         options = client_options(keepalive)
         self._channels = [aio_channel(e, tls, options) for e in self.endpoints]
+        self.rotation = Rotation(self.endpoints)  # the endpoint calls use now; the policy moves it on
         self._stubs = [pb_grpc.JournalStub(c) for c in self._channels]
         # Append per stub, taking requests already encoded (`_append_content_message`): no protobuf
         # message, and one copy of the content, per chunk.
@@ -205,7 +189,6 @@ class AsyncClient:
         ]
         # gazette-py's own RPCs (not in Gazette's protocol.Journal), on the same channels.
         self._flushers = [gpy_grpc.FlusherStub(c) for c in self._channels]
-        self._current = 0
 
     def call_metadata(self, capability: Capability, journal: str | None = None, selector: LabelSelector | None = None,
             ttl_s: float | None = None) -> tuple[tuple[str, str], ...] | None:  # fmt: skip
@@ -219,18 +202,12 @@ class AsyncClient:
     @property
     def endpoint(self) -> str:
         """The endpoint in use."""
-        return self.endpoints[self._current]
+        return self.rotation.endpoint
 
     @property
     def stub(self) -> pb_grpc.JournalStub:
         """The stub of the endpoint in use."""
-        return self._stubs[self._current]
-
-    def failover(self, failed: pb_grpc.JournalStub) -> None:
-        """`failed` answered UNAVAILABLE: use the next endpoint (once per failure, however many
-        concurrent calls saw it)."""
-        if len(self._stubs) > 1 and self._stubs[self._current] is failed:
-            self._current = (self._current + 1) % len(self._stubs)
+        return self._stubs[self.rotation.index]
 
     async def close(self) -> None:
         """Closes every channel; calls in flight fail and later calls are refused. `async with`
@@ -266,8 +243,8 @@ class AsyncClient:
                 ch.spec.validate()
                 req.changes.add(expect_mod_revision=ch.expect_mod_revision, upsert=ch.spec.to_proto())
         subject = _names(c.upsert.name if c.HasField("upsert") else c.delete for c in req.changes)
-        async with self._bounded(timeout, CallTrace("apply of", subject)) as trace:
-            resp = await self._unary("Apply", req, trace, self.call_metadata(Capability.APPLY, ttl_s=UNARY_TOKEN_TTL_S))
+        async with self._bounded(timeout, CallTrace("apply of", subject)) as deadline:
+            resp = await self._unary("Apply", req, deadline, self.call_metadata(Capability.APPLY, ttl_s=UNARY_TOKEN_TTL_S))
         _check(resp.status, "apply failed: a journal's mod revision did not match (re-list and retry)")
         return resp.header.etcd.revision
 
@@ -277,8 +254,8 @@ class AsyncClient:
         req = pb.ApplyRequest(
             changes=[pb.ApplyRequest.Change(expect_mod_revision=-1, delete=n) for n in names]
         )
-        async with self._bounded(timeout, CallTrace("delete of", _names(names))) as trace:
-            resp = await self._unary("Apply", req, trace, self.call_metadata(Capability.APPLY, ttl_s=UNARY_TOKEN_TTL_S))
+        async with self._bounded(timeout, CallTrace("delete of", _names(names))) as deadline:
+            resp = await self._unary("Apply", req, deadline, self.call_metadata(Capability.APPLY, ttl_s=UNARY_TOKEN_TTL_S))
         _check(resp.status, "delete failed")
         return resp.header.etcd.revision
 
@@ -308,8 +285,8 @@ class AsyncClient:
                     )
             return out
 
-        async with self._bounded(timeout, trace):
-            return await self._call(listing, trace, patient=patient)
+        async with self._bounded(timeout, trace) as deadline:
+            return await self._call(listing, deadline, UNARY if patient else IMPATIENT)
 
     # --- append ----------------------------------------------------------------------------------
     async def append(
@@ -360,11 +337,11 @@ class AsyncClient:
 
         trace = _trace if _trace is not None else CallTrace("append to", journal)
         md = self.call_metadata(Capability.APPEND, journal)
-        async with self._bounded(timeout, trace):
+        async with self._bounded(timeout, trace) as deadline:
             resp = await self._call(
                 lambda stub: self._encoded_appends[self._stubs.index(stub)](requests(), metadata=md),
-                trace,
-                retry_statuses=APPEND_RETRY_STATUSES,
+                deadline,
+                APPEND,
                 journal=journal,
             )
         status = Status(resp.status)
@@ -385,7 +362,8 @@ class AsyncClient:
         write that moved the head first (WRONG_APPEND_OFFSET) is benign and returns the new head. Its steps
         share one `timeout` (the client's default unless given); the step that runs out raises
         CallTimeout."""
-        left = _Budget(resolve_timeout(timeout, self.timeout))
+        # One deadline for every step; the step that runs out raises its own CallTimeout.
+        left = Deadline(resolve_timeout(timeout, self.timeout), CallTrace("reset head of", journal)).left
         head = await self.read_head(journal, timeout=left())
         # SUSPEND_KEEP (do not resume a partially suspended journal) is newer than some Gazette
         # brokers, which refuse it as an invalid variant (v0.103.0 does). On a journal that is not
@@ -423,19 +401,17 @@ class AsyncClient:
         """
         validate_journal_name(journal, allow_meta=True)
         seconds = resolve_timeout(timeout, None if block else self.timeout)
-        loop = asyncio.get_running_loop()
         trace = CallTrace("read of", journal)
-        attempt = 0
         write_head = 0
         fragment: Fragment | None = None
-        deadline = None if seconds is None else loop.time() + seconds
 
-        def timed_out() -> Exception:
-            if trace.status == Status.OK or not (trace.status or trace.detail):  # it waited for content
+        def waited_for_content() -> None:
+            if trace.status == Status.OK or not (trace.status or trace.detail):
                 seen = "OK, but" if trace.status == Status.OK else "none:"
                 trace.status, trace.detail = None, f"{seen} no content came at offset {offset}"
-            return trace.timeout_error(seconds)
 
+        deadline = Deadline(seconds, trace, on_expiry=waited_for_content)
+        attempts = Attempts(READ, deadline, self.rotation)
         while True:
             if end_offset is not None and offset >= end_offset:
                 return
@@ -446,21 +422,16 @@ class AsyncClient:
                 end_offset=end_offset or 0,
                 begin_mod_time=begin_mod_time,
             )
-            stub = self.stub
+            index = self.rotation.index
             trace.endpoint = self.endpoint
-            call = stub.Read(req, metadata=self.call_metadata(Capability.READ, journal))
+            call = self._stubs[index].Read(req, metadata=self.call_metadata(Capability.READ, journal))
             responses = aiter(call)
             try:
                 while True:
                     try:
-                        async with asyncio.timeout_at(deadline) as bound:
-                            resp = await anext(responses)
+                        resp = await deadline.within(anext(responses))
                     except StopAsyncIteration:
                         break
-                    except TimeoutError:
-                        if bound.expired():
-                            raise timed_out() from None
-                        raise
                     if resp.content:
                         if resp.offset != offset:
                             raise PeerError(
@@ -468,9 +439,7 @@ class AsyncClient:
                             )
                         yield ReadChunk(offset, resp.content, write_head, fragment)
                         offset += len(resp.content)
-                        attempt = 0
-                        if seconds is not None:  # progress: the next chunk has a fresh bound
-                            deadline = loop.time() + seconds
+                        attempts.progress()  # the next chunk has a fresh bound
                         continue
                     status = Status(resp.status)
                     trace.saw(status)
@@ -483,26 +452,18 @@ class AsyncClient:
                         continue
                     if status == Status.INSUFFICIENT_JOURNAL_BROKERS:
                         await self._explain_insufficient(trace, resp.header, journal)
-                    if status in _READ_RETRY_STATUSES and attempt < 8:
+                    if attempts.retries_status(status):
                         break  # transient: retry below
                     message = f"read of {journal} at offset {offset} failed"
                     if status == Status.INSUFFICIENT_JOURNAL_BROKERS:
                         message += f": {trace.insufficient_brokers()}"
                     raise GazetteError(status, message)
             except grpc.aio.AioRpcError as exc:
-                trace.saw_rpc_error(exc)
-                if exc.code() != grpc.StatusCode.UNAVAILABLE or attempt >= MAX_RETRY_ATTEMPTS:
-                    raise _from_rpc_error(exc) from exc
-                self.failover(stub)
+                if not attempts.retries_rpc(exc, index):
+                    raise rpc_failure(exc, trace) from exc
             finally:
                 call.cancel()
-            pause = _backoff(attempt)
-            if deadline is not None:
-                if loop.time() + pause >= deadline:
-                    await asyncio.sleep(max(deadline - loop.time(), 0.0))
-                    raise timed_out()
-            await asyncio.sleep(pause)
-            attempt += 1
+            await attempts.pause()
 
     async def read_all(
         self,
@@ -534,8 +495,8 @@ class AsyncClient:
                 return resp.write_head
             return 0
 
-        async with self._bounded(timeout, trace):
-            return await self._call(head, trace, patient=False)
+        async with self._bounded(timeout, trace) as deadline:
+            return await self._call(head, deadline, IMPATIENT)
 
     # --- fragments -------------------------------------------------------------------------------
     async def list_fragments(
@@ -565,7 +526,7 @@ class AsyncClient:
         validate_journal_name(journal)
         out: list[tuple[Fragment, str]] = []
         token = 0
-        async with self._bounded(timeout, CallTrace("listing of fragments of", journal)) as trace:
+        async with self._bounded(timeout, CallTrace("listing of fragments of", journal)) as deadline:
             while True:
                 req = pb.FragmentsRequest(
                     journal=journal,
@@ -575,7 +536,7 @@ class AsyncClient:
                 )
                 if signature_ttl_s:
                     req.signatureTTL.CopyFrom(Duration(seconds=int(signature_ttl_s)))
-                resp = await self._unary("ListFragments", req, trace, self.call_metadata(Capability.READ, journal))
+                resp = await self._unary("ListFragments", req, deadline, self.call_metadata(Capability.READ, journal))
                 _check(resp.status, f"listing fragments of {journal} failed")
                 out.extend((Fragment.from_proto(f.spec), f.signed_url) for f in resp.fragments)
                 token = resp.next_page_token
@@ -587,19 +548,15 @@ class AsyncClient:
         CallTimeout after `timeout` seconds (the client's default unless given)."""
         validate_journal_name(journal)
         req = gpy.FlushRequest(journal=journal)
-        # The RPC carries the call's deadline, so a broker whose store keeps failing answers with the
-        # store's error before the bound runs out.
-        seconds = resolve_timeout(timeout, self.timeout)
-        deadline = None if seconds is None else time.monotonic() + seconds
-
-        def flush(stub: pb_grpc.JournalStub) -> Any:
-            left = None if deadline is None else max(0.0, deadline - time.monotonic())
-            return self._flushers[self._stubs.index(stub)].Flush(req, metadata=md, timeout=left)
-
+        md = self.call_metadata(Capability.APPEND, journal, ttl_s=UNARY_TOKEN_TTL_S)
         try:
-            async with self._bounded(timeout, CallTrace("flush of", journal)) as trace:
-                md = self.call_metadata(Capability.APPEND, journal, ttl_s=UNARY_TOKEN_TTL_S)
-                resp = await self._call(flush, trace)
+            async with self._bounded(timeout, CallTrace("flush of", journal)) as deadline:
+                # The RPC carries the call's deadline, so a broker whose store keeps failing answers
+                # with the store's error before the bound runs out.
+                resp = await self._call(
+                    lambda stub: self._flushers[self._stubs.index(stub)].Flush(req, metadata=md, timeout=deadline.left()),
+                    deadline,
+                )
         except GazetteError as exc:
             code = getattr(exc, "grpc_code", None)
             if code == grpc.StatusCode.UNIMPLEMENTED.name:
@@ -615,21 +572,13 @@ class AsyncClient:
 
     # --- calls -----------------------------------------------------------------------------------
     @contextlib.asynccontextmanager
-    async def _bounded(self, timeout: Timeout, trace: CallTrace) -> AsyncIterator[CallTrace]:
-        """Runs the block within `timeout` (the client's default for USE_CLIENT_DEFAULT); running
-        out raises the CallTimeout of `trace`, which the block keeps up to date."""
-        seconds = resolve_timeout(timeout, self.timeout)
+    async def _bounded(self, timeout: Timeout, trace: CallTrace) -> AsyncIterator[Deadline]:
+        """Runs the block within `timeout` (the client's default for USE_CLIENT_DEFAULT), its
+        deadline; running out raises the CallTimeout of `trace`, which the block keeps up to date."""
+        deadline = Deadline(resolve_timeout(timeout, self.timeout), trace)
         trace.endpoint = trace.endpoint or self.endpoint
-        if seconds is None:
-            yield trace
-            return
-        try:
-            async with asyncio.timeout(seconds) as bound:
-                yield trace
-        except TimeoutError:
-            if not bound.expired():
-                raise  # a nested call's own CallTimeout, or a TimeoutError of the block
-            raise trace.timeout_error(seconds) from None
+        async with deadline.bound():
+            yield deadline
 
     async def _explain_insufficient(self, trace: CallTrace, header: pb.Header, journal: str) -> None:
         """Notes in `trace` what INSUFFICIENT_JOURNAL_BROKERS lacks: the brokers of the journal's route
@@ -651,53 +600,33 @@ class AsyncClient:
             if trace.route_members is None:
                 trace.route_members = tuple(f"{z}#{s}" for z, s in listing[0].route.members)
 
-    async def _unary(self, method_name: str, req, trace: CallTrace, metadata=None):
-        return await self._call(lambda stub: getattr(stub, method_name)(req, metadata=metadata), trace)
+    async def _unary(self, method_name: str, req, deadline: Deadline, metadata=None):
+        return await self._call(lambda stub: getattr(stub, method_name)(req, metadata=metadata), deadline)
 
-    async def _call(
-        self,
-        make_call,
-        trace: CallTrace,
-        retry_statuses: frozenset[Status] = frozenset(),
-        patient: bool = True,
-        journal: str = "",
-    ):
-        """Runs an RPC (made anew per attempt on the endpoint in use), retrying gRPC UNAVAILABLE
-        (on the next endpoint) and `retry_statuses`, noting each attempt in `trace`. An impatient
-        call (a listing, a head) tries each endpoint once, so a mistyped or dead broker address fails
-        at once. The caller bounds the whole (`_bounded`); the attempt count bounds it too."""
-        attempt = 0
-        unavailable_attempts = MAX_RETRY_ATTEMPTS if patient else len(self.endpoints) - 1
+    async def _call(self, make_call, deadline: Deadline, policy: CallPolicy = UNARY, journal: str = ""):
+        """Runs an RPC (made anew per attempt on the endpoint in use) under `policy`, within
+        `deadline` (the caller's `_bounded` block), noting each attempt in the deadline's trace;
+        returns the last answer, whose status the caller checks. INSUFFICIENT_JOURNAL_BROKERS of
+        `journal` is explained in the trace."""
+        trace = deadline.trace
+        attempts = Attempts(policy, deadline, self.rotation)
         while True:
-            stub = self.stub
+            index = self.rotation.index
             trace.endpoint = self.endpoint
             try:
-                resp = await make_call(stub)
+                resp = await make_call(self._stubs[index])
             except grpc.aio.AioRpcError as exc:
-                trace.saw_rpc_error(exc)
-                if not _unavailable(exc) or attempt >= unavailable_attempts:
-                    raise _from_rpc_error(exc) from exc
-                self.failover(stub)
+                if not attempts.retries_rpc(exc, index):
+                    raise rpc_failure(exc, trace) from exc
             else:
                 status = getattr(resp, "status", Status.OK)
                 if status != Status.OK:
                     trace.saw(status)
                     if status == Status.INSUFFICIENT_JOURNAL_BROKERS and journal:
                         await self._explain_insufficient(trace, resp.header, journal)
-                if not retry_statuses or status not in retry_statuses or attempt >= MAX_RETRY_ATTEMPTS:
+                if not attempts.retries_status(Status(status)):
                     return resp
-            await asyncio.sleep(_backoff(attempt))
-            attempt += 1
-
-
-def _unavailable(exc: grpc.aio.AioRpcError) -> bool:
-    """UNAVAILABLE, or grpc.aio's INTERNAL "Internal error from Core" that stands in for the status of a
-    call whose peer went away while a request was being written (grpc/grpc#36066: the write's failure
-    replaces the status the peer's end carried, UNAVAILABLE for a killed broker). Either way the
-    request may be tried again, on the next endpoint, as for a broker that is down."""
-    if exc.code() == grpc.StatusCode.UNAVAILABLE:
-        return True
-    return exc.code() == grpc.StatusCode.INTERNAL and exc.details() == "Internal error from Core"
+            await attempts.pause()
 
 
 def _append_message(status: Status, journal: str, resp: pb.AppendResponse, trace: CallTrace) -> str:
@@ -720,6 +649,3 @@ def _append_message(status: Status, journal: str, resp: pb.AppendResponse, trace
         return f"append to {journal} at broker {trace.endpoint}: {trace.insufficient_brokers()}"
     return f"append to {journal} failed"
 
-
-def _from_rpc_error(exc: grpc.aio.AioRpcError) -> GazetteError:
-    return PeerError(f"{exc.code().name}: {exc.details()}", grpc_code=exc.code().name)

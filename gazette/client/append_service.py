@@ -3,8 +3,8 @@
 Writes to a journal go into its open batch (a bytearray); each batch becomes one Append RPC, and a
 journal's next batch starts only after the previous one's result, so bytes land in write order while
 later writes keep buffering. Writers on any thread share a batch's future instead of paying a future
-(or a loop wake-up) per write. Transient failures retry forever; terminal statuses fail the batch
-and latch an error on the journal. Each attempt is bounded by the client's timeout, and waiting for
+(or a loop wake-up) per write. Transient failures retry forever (the call policy's APPEND_SERVICE);
+terminal statuses fail the batch and latch an error on the journal. Each attempt is bounded by the client's timeout, and waiting for
 batches (`flush`, `wait`, `close`) by the caller's: a CallTimeout names each stuck journal's broker and
 last status. Imports only the client layer and the protocol.
 """
@@ -21,13 +21,13 @@ from collections.abc import Callable, Coroutine, Generator, Iterable
 from types import TracebackType
 from typing import Any, NamedTuple, TypeVar, cast
 
-from gazette.client.aio import RETRY_BACKOFF_S, AppendResult, AsyncClient
+from gazette.client.aio import AppendResult, AsyncClient
+from gazette.client.policy import APPEND_SERVICE, Attempts, Deadline
 from gazette.client.sync import Client
 from gazette.client.timeouts import USE_CLIENT_DEFAULT, CallTimeout, CallTrace, Timeout, resolve_timeout
 from gazette.protocol.errors import AppendError, GazetteError, StateError
 from gazette.protocol.labels import LabelSet
 from gazette.protocol.selector import LabelSelector
-from gazette.protocol.status import Status
 from gazette.protocol.validate import validate_journal_name
 
 log = logging.getLogger(__name__)
@@ -36,46 +36,15 @@ T = TypeVar("T")
 
 MAX_BATCH_BYTES = 64 << 20  # a batch takes no more writes at this size (docs/semantics.md#append-service)
 RETRY_LOG_EVERY_ATTEMPTS = 10  # a journal whose appends keep failing logs on the first and every 10th
-# Statuses that fail a batch and latch the journal (docs/semantics.md#append-service); anything else is
-# retried forever. Unlike Go's AppendService, REGISTER_MISMATCH stays terminal when check_registers is set: a
-# fenced-out writer (a zombie shard) stops at its next append instead of retrying until cancelled
-# (docs/semantics.md#append-service).
-TERMINAL_STATUSES = frozenset(
-    {
-        Status.FRAGMENT_STORE_UNHEALTHY,
-        Status.INDEX_HAS_GREATER_OFFSET,
-        Status.JOURNAL_NOT_FOUND,
-        Status.NOT_ALLOWED,
-        Status.REGISTER_MISMATCH,
-        Status.WRONG_APPEND_OFFSET,
-    }
-)
-# gRPC codes that no retry can fix (bad requests, auth); other codes are transient (a broker restart).
-TERMINAL_GRPC_CODES = frozenset(
-    {
-        "INVALID_ARGUMENT",
-        "FAILED_PRECONDITION",
-        "OUT_OF_RANGE",
-        "PERMISSION_DENIED",
-        "UNAUTHENTICATED",
-        "UNIMPLEMENTED",
-        "NOT_FOUND",
-        "ALREADY_EXISTS",
-    }
-)
 
 
 def is_terminal(exc: BaseException) -> bool:
-    """Whether an append failure is final (fail and latch) rather than worth retrying. An attempt
-    that ran out of time (CallTimeout) is not: the batch is tried again."""
-    if isinstance(exc, CallTimeout):
-        return False
-    if not isinstance(exc, GazetteError):
-        return True
-    if exc.status != Status.OK:
-        return exc.status in TERMINAL_STATUSES
-    code = getattr(exc, "grpc_code", None)
-    return code is None or code in TERMINAL_GRPC_CODES
+    """Whether an append failure is final (fail and latch) rather than worth retrying: a terminal
+    status or a fatal gRPC code of the call policy's APPEND_SERVICE. Unlike Go's AppendService,
+    REGISTER_MISMATCH stays terminal when check_registers is set, so a fenced-out writer (a zombie
+    shard) stops at its next append (docs/semantics.md#append-service). An attempt that ran out of
+    time (CallTimeout) is not: the batch is tried again."""
+    return not APPEND_SERVICE.retries_error(exc)
 
 
 class ClientBinding(NamedTuple):
@@ -551,9 +520,9 @@ class AsyncAppendService:
         """Appends `batch`, retrying transient failures for as long as it takes (each attempt
         bounded by the client's timeout); what the attempts see goes to the journal's trace."""
         opts = batch.options
-        attempt = 0
         trace = CallTrace("append to", journal)
         self._journals[journal].trace = trace
+        attempts = Attempts(APPEND_SERVICE, Deadline(None, trace))  # each attempt has its own timeout
         while True:
             try:
                 return await self.client.append(
@@ -565,15 +534,12 @@ class AsyncAppendService:
                     _trace=trace,
                 )
             except GazetteError as exc:
-                if is_terminal(exc):
+                if not attempts.retries_error(exc):
                     raise
-                if not isinstance(exc, CallTimeout):  # (a CallTimeout's news is in the trace already)
-                    trace.saw_error(exc)
-                if attempt % RETRY_LOG_EVERY_ATTEMPTS == 0:
+                if attempts.attempt % RETRY_LOG_EVERY_ATTEMPTS == 0:
                     log.warning("append of %d bytes to %s failed (attempt %d), retrying: %s",
-                                len(batch.data), journal, attempt + 1, exc)  # fmt: skip
-            await asyncio.sleep(RETRY_BACKOFF_S[min(attempt, len(RETRY_BACKOFF_S) - 1)])
-            attempt += 1
+                                len(batch.data), journal, attempts.attempt + 1, exc)  # fmt: skip
+            await attempts.pause()
 
     def _fail(self, j: _Journal, batch: _Batch, exc: Exception) -> None:
         """A dependency failure fails only its batch; a terminal append failure also fails every

@@ -16,8 +16,9 @@ from collections.abc import Callable
 import grpc
 
 from gazette.auth.tokens import Capability
-from gazette.client.aio import RETRY_BACKOFF_S, AsyncClient, JournalInfo, Route
+from gazette.client.aio import AsyncClient, JournalInfo, Route
 from gazette.client.append_service import ClientBinding
+from gazette.client.policy import WATCH, Attempts, Deadline, rpc_failure
 from gazette.client.sync import Client
 from gazette.client.timeouts import CallTrace
 from gazette.protocol import broker_pb2 as pb
@@ -29,9 +30,7 @@ from gazette.protocol.status import Status
 log = logging.getLogger(__name__)
 
 WATCH_READY_TIMEOUT_S = 30.0
-# gRPC codes after which re-opening the watch cannot help.
-_FATAL_GRPC_CODES = (grpc.StatusCode.INVALID_ARGUMENT, grpc.StatusCode.PERMISSION_DENIED,
-                     grpc.StatusCode.UNAUTHENTICATED, grpc.StatusCode.UNIMPLEMENTED)  # fmt: skip
+WATCH_LOG_EVERY_ATTEMPTS = 10  # a watch that keeps breaking logs on the first and every 10th re-open
 
 Snapshot = tuple[JournalInfo, ...]
 
@@ -127,15 +126,18 @@ class JournalWatch:
 
     # --- the watch -------------------------------------------------------------------------------
     async def _run(self) -> None:
-        attempt = 0
+        """Keeps the stream open under the call policy's WATCH: re-opened (at the next broker after
+        UNAVAILABLE) after any failure but a fatal one, for as long as the watch runs."""
+        aio = self._binding.aio
+        attempts = Attempts(WATCH, Deadline(None, self._trace), aio.rotation)
         resume: pb.Header | None = None
         while True:
             req = pb.ListRequest(selector=self.selector.to_proto(), watch=True)
             if resume is not None:
                 req.watch_resume.CopyFrom(resume)
-            stub = self._binding.aio.stub
-            call = stub.List(req, metadata=self._binding.aio.call_metadata(Capability.LIST, selector=self.selector))
-            self._trace.endpoint = self._binding.aio.endpoint
+            index = aio.rotation.index
+            self._trace.endpoint = aio.endpoint
+            call = aio.stub.List(req, metadata=aio.call_metadata(Capability.LIST, selector=self.selector))
             building: list[JournalInfo] = []
             header: pb.Header | None = None
             try:
@@ -149,21 +151,16 @@ class JournalWatch:
                     elif not resp.journals:  # the empty message ending a snapshot
                         if header is not None:
                             await self._publish(tuple(building), header)
-                            resume, attempt = header, 0
+                            resume = header
+                            attempts.progress()
                             self._trace.saw(Status.OK)
                         continue
                     building.extend(_journal_info(j) for j in resp.journals)
             except grpc.aio.AioRpcError as exc:
-                if exc.code() in _FATAL_GRPC_CODES:
-                    await self._fail(
-                        PeerError(f"watch of {self.selector}: {exc.code().name}: {exc.details()}",
-                                  grpc_code=exc.code().name)
-                    )  # fmt: skip
+                if not attempts.retries_rpc(exc, index):
+                    await self._fail(rpc_failure(exc, self._trace))
                     return
-                self._trace.saw_rpc_error(exc)
-                if exc.code() == grpc.StatusCode.UNAVAILABLE:
-                    self._binding.aio.failover(stub)  # re-open at the next broker, if there is one
-                if attempt % 10 == 0:
+                if attempts.attempt % WATCH_LOG_EVERY_ATTEMPTS == 0:
                     log.warning("watch of %s broke, re-opening: %s", self.selector, exc.details())
             except GazetteError as exc:
                 await self._fail(exc)
@@ -173,8 +170,7 @@ class JournalWatch:
                 return
             finally:
                 call.cancel()
-            await asyncio.sleep(RETRY_BACKOFF_S[min(attempt, len(RETRY_BACKOFF_S) - 1)])
-            attempt += 1
+            await attempts.pause()
 
     async def _publish(self, snapshot: Snapshot, header: pb.Header) -> None:
         async with self._cond:

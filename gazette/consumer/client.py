@@ -15,17 +15,16 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
-import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any, TypeVar
 
 import grpc
 import orjson
 
-from gazette import tunables
 from gazette.auth.tls import TLSConfig, aio_channel
 from gazette.auth.tokens import UNARY_TOKEN_TTL_S, Capability, KeyedAuth, name_selector, names_selector
 from gazette.client.loop import LoopThread, default_loop
+from gazette.client.policy import SHARD_PRIMARY, UNARY, Attempts, Deadline, Rotation, rpc_failure
 from gazette.client.timeouts import (
     DEFAULT_TIMEOUT_S,
     USE_CLIENT_DEFAULT,
@@ -50,18 +49,11 @@ from gazette.message.checkpoint import Checkpoint
 from gazette.message.sequencer import Sequencer
 from gazette.protocol import gazette_py_pb2, gazette_py_pb2_grpc, shard_pb2, shard_pb2_grpc
 from gazette.protocol.endpoints import client_options
-from gazette.protocol.errors import ConfigurationError, GazetteError, PeerError, ValidationError
+from gazette.protocol.errors import ConfigurationError, GazetteError, ValidationError
 from gazette.protocol.selector import LabelSelector
 from gazette.protocol.status import ShardStatus
 from gazette.protocol.validate import validate_journal_name, validate_shard_id
 
-# Backoff between attempts (as the journal client's): 50 ms x2, 100 ms x2, 1 s x2, then 5 s.
-RETRY_BACKOFF_S = tunables.CLIENT_RETRY_BACKOFF_S
-MAX_RETRY_ATTEMPTS = tunables.CLIENT_MAX_RETRY_ATTEMPTS
-# While a shard changes hands, Stat and Inspect answer these; the client asks again.
-PRIMARY_RETRY_STATUSES = frozenset(
-    {ShardStatus.NO_SHARD_PRIMARY, ShardStatus.NOT_SHARD_PRIMARY, ShardStatus.SHARD_STOPPED}
-)
 # The gazette_py.Shards service (Inspect) rides beside consumer.Shard; these methods go to it.
 GAZETTE_PY_METHODS = frozenset({"Inspect"})
 
@@ -161,10 +153,6 @@ def _inspection_from_stat(stat: ShardStat) -> ShardInspection:
     )  # fmt: skip
 
 
-def _backoff(attempt: int) -> float:
-    return RETRY_BACKOFF_S[min(attempt, len(RETRY_BACKOFF_S) - 1)]
-
-
 def _trace(operation: str, subject: str) -> CallTrace:
     """The CallTrace of a shard call (its peers are consumer members)."""
     return CallTrace(operation, subject, peer="consumer")
@@ -249,8 +237,7 @@ class AsyncShardClient:
             raise ValidationError("a shard client needs at least one consumer endpoint")
         self.etcd = etcd
         self.root = root.rstrip("/") if root else None
-        self._endpoints: list[str] = list(self._fixed)
-        self._next = 0
+        self._rotation = Rotation(self._fixed)  # members found anew (etcd) after a failed attempt
         self._channels: dict[str, tuple[grpc.aio.Channel, Any, Any]] = {}  # channel, Shard and Shards stubs
 
     async def close(self) -> None:
@@ -448,30 +435,22 @@ class AsyncShardClient:
         return resolve_timeout(timeout, self.timeout)
 
     async def _at_primary(self, method: str, req: Any, timeout: float | None, trace: CallTrace) -> Any:
-        """Calls `method`, asking again (with backoff) while the shard has no running primary, for
-        at most `timeout` seconds in all (then ShardTimeoutError from `trace`)."""
+        """Calls `method`, asking again (the call policy's SHARD_PRIMARY) while the shard has no
+        running primary, for at most `timeout` seconds in all (then ShardTimeoutError from `trace`)."""
         what = f"{trace.operation} {trace.subject}"
-        deadline = None if timeout is None else time.monotonic() + timeout
-        attempt = 0
+        deadline = Deadline(timeout, trace, ShardTimeoutError)
+        attempts = Attempts(SHARD_PRIMARY, deadline)
         while True:
-            remaining = None if deadline is None else deadline - time.monotonic()
-            if remaining is not None and remaining <= 0:
-                raise trace.timeout_error(timeout, ShardTimeoutError)
             try:
-                resp = await self._call(method, req, remaining, trace)
+                resp = await self._call(method, req, deadline.left(), trace)
             except ShardTimeoutError:
-                raise trace.timeout_error(timeout, ShardTimeoutError) from None  # of the whole call
+                raise deadline.error() from None  # of the whole call
             status = ShardStatus(resp.status)
             trace.saw(status)
             if status == ShardStatus.SHARD_STOPPED:
-                left = None if deadline is None else max(deadline - time.monotonic(), 0.001)
-                await self._raise_if_failed(req.shard, what, left)
-            if status in PRIMARY_RETRY_STATUSES and attempt < MAX_RETRY_ATTEMPTS:
-                pause = _backoff(attempt)
-                if deadline is not None:
-                    pause = min(pause, max(0.0, deadline - time.monotonic()))
-                await asyncio.sleep(pause)
-                attempt += 1
+                await self._raise_if_failed(req.shard, what, deadline.left())
+            if attempts.retries_status(status):
+                await attempts.pause()
                 continue
             self._check(status, what)
             return resp
@@ -548,38 +527,34 @@ class AsyncShardClient:
         return self.auth.metadata(Capability.READ, name_selector(req.shard, "id"), UNARY_TOKEN_TTL_S)
 
     async def _call(self, method: str, req: Any, timeout: float | None, trace: CallTrace) -> Any:
-        """One RPC, trying the next member (found again through etcd) while members are UNAVAILABLE,
-        for at most `timeout` seconds (then ShardTimeoutError from `trace`, noted at each attempt)."""
-        deadline = None if timeout is None else time.monotonic() + timeout
-
-        def left() -> float | None:
-            return None if deadline is None else max(0.001, deadline - time.monotonic())
-
-        attempt = 0
+        """One RPC under the call policy: tried again at the next member (found again through etcd)
+        while members are UNAVAILABLE, for at most `timeout` seconds (then ShardTimeoutError from
+        `trace`, noted at each attempt). The RPC carries what is left of `timeout` as its deadline."""
+        deadline = Deadline(timeout, trace, ShardTimeoutError)
+        attempts = Attempts(UNARY, deadline, self._rotation)
         while True:
-            if not self._endpoints or attempt:
+            if not self._rotation.endpoints or attempts.attempt:
                 try:
-                    async with asyncio.timeout(left()):  # etcd may not answer either
-                        self._endpoints = await self._discover()
+                    async with asyncio.timeout(deadline.left()):  # etcd may not answer either
+                        self._rotation.replace(await self._discover())
                 except TimeoutError:
                     trace.saw_error(TimeoutError(f"etcd at {self.etcd} did not list the members"))
-                    raise trace.timeout_error(timeout, ShardTimeoutError) from None
+                    raise deadline.error() from None
                 except (GazetteError, OSError) as exc:
-                    if attempt >= MAX_RETRY_ATTEMPTS:
+                    self._rotation.replace(())
+                    if not attempts.retries_unreachable(exc):
                         raise
-                    trace.saw_error(exc)
-                    self._endpoints = []
-            if self._endpoints:
-                endpoint = trace.endpoint = self._endpoints[self._next % len(self._endpoints)]
+            if self._rotation.endpoints:
+                index = self._rotation.index
+                endpoint = trace.endpoint = self._rotation.endpoint
                 try:
                     return await getattr(self._stub(endpoint, method), method)(
-                        req, timeout=left(), metadata=self._metadata(method, req)
+                        req, timeout=deadline.left(), metadata=self._metadata(method, req)
                     )
                 except grpc.aio.AioRpcError as exc:
                     code = exc.code()
-                    if code == grpc.StatusCode.DEADLINE_EXCEEDED and deadline is not None:
-                        raise trace.timeout_error(timeout, ShardTimeoutError) from None
-                    trace.saw_rpc_error(exc)
+                    if code == grpc.StatusCode.DEADLINE_EXCEEDED and deadline.seconds is not None:
+                        raise deadline.error() from None
                     if code == grpc.StatusCode.INVALID_ARGUMENT:
                         raise ValidationError(exc.details() or "invalid argument") from None
                     if code == grpc.StatusCode.UNIMPLEMENTED and method in GAZETTE_PY_METHODS:
@@ -590,17 +565,9 @@ class AsyncShardClient:
                             "service: List, Apply, Stat, GetHints, Unassign)",
                             grpc_code=code.name,
                         ) from None
-                    if code != grpc.StatusCode.UNAVAILABLE or attempt >= MAX_RETRY_ATTEMPTS:
-                        raise PeerError(
-                            f"{method} at {endpoint}: {code.name}: {exc.details()}",
-                            grpc_code=code.name,
-                        ) from None
-                    self._next += 1
-            if deadline is not None and time.monotonic() + _backoff(attempt) >= deadline:
-                await asyncio.sleep(max(deadline - time.monotonic(), 0.0))
-                raise trace.timeout_error(timeout, ShardTimeoutError)
-            await asyncio.sleep(_backoff(attempt))
-            attempt += 1
+                    if not attempts.retries_rpc(exc, index):
+                        raise rpc_failure(exc, trace) from None
+            await attempts.pause()
 
 
 class ShardClient:

@@ -6,7 +6,9 @@ the owner leaves nothing behind. In-process brokers live on the facade's loop th
 (kill, pause) need subprocesses and raise a clear error there.
 
 `broker_kinds` mixes in real Gazette brokers (`gazette serve`, built by `make peers`): always
-subprocesses, under the same etcd root, so journal routes span both kinds of broker.
+subprocesses, under the same etcd root, so journal routes span both kinds of broker. Keepalive
+follows the peer: the cluster's clients and consumer members ping brokers only where every broker
+they dial is a gazette-py one (Gazette's Go servers answer frequent pings with GOAWAY too_many_pings).
 
 Security is off by default (plaintext on loopback). `auth_keys` makes every broker and consumer
 verify Gazette's signed bearer tokens and every client sign them; `tls=True` makes a throwaway CA
@@ -415,7 +417,7 @@ class LocalCluster:
         options.setdefault("log_level", self.log_level)
         options.setdefault("data_dir", os.path.join(self.data_dir, "consumers", root.strip("/").replace("/", "_")))
         options.setdefault("security", self.security)
-        options.setdefault("broker_keepalive", PEER_KEEPALIVE_S)  # its brokers are ours: they take pings
+        options.setdefault("broker_keepalive", self._keepalive(self.brokers))
         group = ConsumerGroup(
             app, etcd=self.etcd_endpoint, broker=self._failover_endpoints(), root=root, processes=processes, loop=self._loop,
             **options,
@@ -490,10 +492,19 @@ class LocalCluster:
         if self._client is None:
             self._client = Client(
                 self._failover_endpoints(), self.etcd_endpoint, loop=self._loop,
-                auth_keys=self.security.auth_keys, tls=self.security.client_tls, keepalive=PEER_KEEPALIVE_S,
+                auth_keys=self.security.auth_keys, tls=self.security.client_tls, keepalive=self._keepalive(self.brokers),
             )  # fmt: skip
             self._client.use_shards(self.shard_client)
         return self._client
+
+    @staticmethod
+    def _keepalive(brokers: list[_BrokerHandle]) -> float | None:
+        """The ping interval of a client or consumer member dialing `brokers`: PEER_KEEPALIVE_S when
+        all are gazette-py brokers, whose servers take pings that often; None (no pings) when one is
+        Gazette's, whose Go server keeps gRPC's default enforcement (no pings more often than every
+        5 minutes) and answers them with GOAWAY ENHANCE_YOUR_CALM "too_many_pings", which gRPC logs
+        as an error and which ends the connection's calls."""
+        return PEER_KEEPALIVE_S if all(h.kind != "gazette" for h in brokers) else None
 
     def _failover_endpoints(self) -> str:
         """Every broker's endpoint, running ones first: what clients and consumers dial, moving to
@@ -541,9 +552,10 @@ class LocalCluster:
         """A client of the one broker at `endpoint` (kept until the broker stops or the cluster closes)."""
         client = self._view_clients.get(endpoint)
         if client is None:
+            dialed = [h for h in self.brokers if h.endpoint == endpoint]
             client = self._view_clients[endpoint] = Client(
                 endpoint, self.etcd_endpoint, loop=self._loop,
-                auth_keys=self.security.auth_keys, tls=self.security.client_tls, keepalive=PEER_KEEPALIVE_S,
+                auth_keys=self.security.auth_keys, tls=self.security.client_tls, keepalive=self._keepalive(dialed),
             )  # fmt: skip
         return client
 

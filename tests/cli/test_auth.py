@@ -34,7 +34,10 @@ def test_auth_keys_and_client_tls_flags(secured: LocalCluster, tmp_path) -> None
     specs.write_text(f"name: cliauth/a\nreplication: 1\nfragment:\n  stores: [{secured.store}]\n")
 
     refused = one_error_line(cli_run.gazette("journals", "apply", "--specs", str(specs), *files, env=env))
-    assert refused == "error: UNAUTHENTICATED: missing or empty Authorization token"
+    assert refused == (  # the call policy's final error: the code and details, then what failed where
+        "error: UNAUTHENTICATED: missing or empty Authorization token "
+        f"(apply of cliauth/a at broker {secured.broker_endpoints[0]})"
+    )
     assert secured.client().list_journals("prefix=cliauth/") == []  # the refused apply changed nothing
 
     ok(cli_run.gazette("journals", "apply", "--specs", str(specs), "--auth-keys", KEYS, *files, env=env))

@@ -76,3 +76,15 @@ def test_a_keepalive_gazette_py_servers_would_refuse_is_refused(bad) -> None:
         gazette.connect(broker="http://127.0.0.1:1", keepalive=bad)
     with pytest.raises(ValueError, match="keepalive .* is not a number of seconds >= 1"):
         AsyncShardClient("http://127.0.0.1:1", keepalive=bad)
+
+
+def test_local_cluster_pings_only_where_every_broker_dialed_is_ours() -> None:
+    """Gazette's Go brokers keep gRPC's default enforcement (no pings more often than every 5
+    minutes) and answered the 2 s pings of a mixed cluster's clients with GOAWAY too_many_pings."""
+    from gazette.local.cluster import LocalCluster, _BrokerHandle
+    from gazette.protocol.endpoints import PEER_KEEPALIVE_S
+
+    ours, theirs = _BrokerHandle(0, "local", "broker-0"), _BrokerHandle(1, "local", "broker-1", kind="gazette")
+    assert LocalCluster._keepalive([ours]) == PEER_KEEPALIVE_S
+    assert LocalCluster._keepalive([theirs]) is None
+    assert LocalCluster._keepalive([ours, theirs]) is None

@@ -10,7 +10,8 @@ import asyncio
 import grpc
 import pytest
 
-from gazette.client.aio import AsyncClient, _unavailable
+from gazette.client.aio import AsyncClient
+from gazette.client.policy import Deadline, is_retried
 from gazette.client.timeouts import CallTrace
 from gazette.protocol.errors import GazetteError
 
@@ -20,10 +21,10 @@ def _error(code: grpc.StatusCode, details: str) -> grpc.aio.AioRpcError:
 
 
 def test_only_unavailable_and_the_lost_status_are_retried() -> None:
-    assert _unavailable(_error(grpc.StatusCode.UNAVAILABLE, "connection refused"))
-    assert _unavailable(_error(grpc.StatusCode.INTERNAL, "Internal error from Core"))
-    assert not _unavailable(_error(grpc.StatusCode.INTERNAL, "a broker's own internal error"))
-    assert not _unavailable(_error(grpc.StatusCode.ABORTED, "Internal error from Core"))
+    assert is_retried(_error(grpc.StatusCode.UNAVAILABLE, "connection refused"))
+    assert is_retried(_error(grpc.StatusCode.INTERNAL, "Internal error from Core"))
+    assert not is_retried(_error(grpc.StatusCode.INTERNAL, "a broker's own internal error"))
+    assert not is_retried(_error(grpc.StatusCode.ABORTED, "Internal error from Core"))
 
 
 def test_a_call_whose_status_was_lost_is_tried_again_on_the_next_broker() -> None:
@@ -38,7 +39,7 @@ def test_a_call_whose_status_was_lost_is_tried_again_on_the_next_broker() -> Non
             return "answered"
 
         try:
-            return await client._call(call, CallTrace("append to", "j")), tried
+            return await client._call(call, Deadline(30, CallTrace("append to", "j"))), tried
         finally:
             await client.close()
 
@@ -58,7 +59,7 @@ def test_a_brokers_own_internal_error_is_not_retried() -> None:
 
         try:
             with pytest.raises(GazetteError):
-                await client._call(call, CallTrace("append to", "j"))
+                await client._call(call, Deadline(30, CallTrace("append to", "j")))
         finally:
             await client.close()
         return calls

@@ -120,7 +120,7 @@ def test_gazette_py_client_against_gazette_brokers(gz_auth):
             with pytest.raises(GazetteError) as refused:
                 client.apply_journals([spec])
             assert refused.value.grpc_code == "UNAUTHENTICATED"
-            assert refused.value.message == f"UNAUTHENTICATED: {why}"
+            assert refused.value.message == f"UNAUTHENTICATED: {why} (apply of pyauth/a at broker {endpoint})"
     assert _names(gz_auth, "pyauth/") == set()
 
     with gazette.connect(broker=endpoint, auth_keys=KEYS, timeout=RPC_TIMEOUT_S) as client:

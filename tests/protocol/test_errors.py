@@ -188,12 +188,15 @@ def test_store_wait_all_raises_append_error() -> None:
 
 
 def test_a_grpc_error_becomes_peer_error() -> None:
-    from gazette.client.aio import _from_rpc_error
+    from gazette.client.policy import rpc_failure
+    from gazette.client.timeouts import CallTrace
 
     rpc = grpc.aio.AioRpcError(grpc.StatusCode.UNAVAILABLE, grpc.aio.Metadata(), grpc.aio.Metadata(), "gone")
-    err = _from_rpc_error(rpc)
+    err = rpc_failure(rpc)
     assert isinstance(err, PeerError) and err.status == Status.OK
     assert str(err) == "UNAVAILABLE: gone" and err.grpc_code == "UNAVAILABLE"  # type: ignore[attr-defined]
+    named = rpc_failure(rpc, CallTrace("append to", "a/b", endpoint="http://127.0.0.1:9"))
+    assert str(named) == "UNAVAILABLE: gone (append to a/b at broker http://127.0.0.1:9)"
 
 
 def test_local_cluster_bad_arguments_and_state_raise_named_classes(tmp_path) -> None:
