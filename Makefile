@@ -21,7 +21,8 @@ $(STAMP): pyproject.toml
 
 # Real Gazette (gazette, gazctl) at the version pinned in tests/interop/gopeers/go.mod, built from the Go
 # module proxy into build/peers/bin and reused while that go.mod is unchanged. cgo (a C compiler) builds
-# its zstd codec; without one it builds with -tags nozstd. Without Go the interop tests skip, saying so.
+# its zstd codec; without one it builds with -tags nozstd. Without Go the interop tests skip, saying so
+# (under CI they fail instead, as does every test missing what a target here installs: tests/needs.py).
 PEERS_BIN := build/peers/bin
 GOPEERS := tests/interop/gopeers
 PEERS_STAMP := $(PEERS_BIN)/.built
@@ -131,8 +132,8 @@ lint: $(STAMP)
 typecheck: $(STAMP)
 	$(BIN)/mypy gazette
 
-# The Debian services the suite starts (PostgreSQL, Chromium): installed when missing if run as root,
-# else it says what it skipped and those tests skip (.ci/services; CI runs it through make test).
+# The Debian services the suite starts (PostgreSQL, Chromium, iproute2): installed when missing if run as
+# root, else it says what it skipped and those tests skip, or fail under CI (.ci/services; tests/needs.py).
 services:
 	@bash .ci/services
 

@@ -3,6 +3,8 @@ LocalClusters, moto's S3), the test-only S3 fixtures of fixtures_s3.py, and an e
 
 `etcd` (session) is an EmbeddedEtcd; tests that stop, restart or pause etcd start their own instead.
 `etcd_root` yields a fresh root like "/gazette-test/<hex>" and deletes every key under it afterwards.
+The pytest header prints the version output of each service and peer the suite runs (tests/needs.py,
+which also turns a missing one into a skip, or into a failure under CI).
 """
 
 from __future__ import annotations
@@ -25,16 +27,12 @@ hypothesis.settings.register_profile("soak", max_examples=5000, deadline=None)
 hypothesis.settings.load_profile(os.environ.get("GAZETTE_HYPOTHESIS_PROFILE", "ci"))
 
 
-def pytest_report_header(config) -> str:
-    """Which real Gazette the interop tests run against (tests/interop, built by `make peers`)."""
-    from gazette.local.gazette_peer import find_peer, peer_version
-    from gazette.protocol.errors import GazetteError
+def pytest_report_header(config) -> list[str]:
+    """The version output of each service and Gazette peer the suite runs, or how to install it
+    (tests/needs.py), and whether CI is set (a missing one then fails instead of skipping)."""
+    import needs
 
-    try:
-        gazette, gazctl = find_peer("gazette"), find_peer("gazctl")
-    except GazetteError as exc:
-        return f"gazette peers: not built ({exc})"
-    return f"gazette peers: Gazette {peer_version()} (gazette {gazette}, gazctl {gazctl})"
+    return needs.report_lines()
 
 
 @pytest.fixture

@@ -2,7 +2,8 @@
 
 `postgres_server` (session) starts one throw-away cluster (fsync off, TCP only) and stops it by its
 pid; `postgres_url` creates a fresh database per test and yields its postgresql:// URL. Both skip,
-saying why, when the server binaries or psycopg are missing. Load with `pytest_plugins`.
+saying why, when the server binaries or psycopg are missing, and fail under CI (tests/needs.py).
+Load with `pytest_plugins`.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ import uuid
 from collections.abc import Iterator
 
 import pytest
+from needs import POSTGRES_STEP, VENV_STEP, import_or_missing, missing
 
 POSTGRES_START_TIMEOUT_S = 30.0
 POSTGRES_STOP_TIMEOUT_S = 30.0
@@ -61,8 +63,10 @@ class PostgresServer:
             try:
                 pw = pwd.getpwnam(POSTGRES_OS_USER)
             except KeyError:
-                pytest.skip(
-                    f"running as root and there is no {POSTGRES_OS_USER!r} OS user to run PostgreSQL as"
+                missing(
+                    f"running as root and there is no {POSTGRES_OS_USER!r} OS user to run PostgreSQL as "
+                    "(Debian's postgresql package makes it)",
+                    POSTGRES_STEP,
                 )
             os.chown(self.dir, pw.pw_uid, pw.pw_gid)
             self._as_user = [
@@ -153,13 +157,11 @@ class PostgresServer:
 
 @pytest.fixture(scope="session")
 def postgres_server() -> Iterator[PostgresServer]:
-    """A PostgreSQL server for the session (skips when it cannot be run here)."""
-    pytest.importorskip("psycopg", reason="psycopg is not installed (pip install 'psycopg[binary]')")
+    """A PostgreSQL server for the session (skips when it cannot be run here, fails under CI)."""
+    import_or_missing("psycopg", f"{VENV_STEP}, psycopg[binary] is in the dev extra")
     bin_dir = postgres_bin_dir()
     if bin_dir is None:
-        pytest.skip(
-            "PostgreSQL server binaries not found under /usr/lib/postgresql/*/bin (apt-get install postgresql)"
-        )
+        missing("PostgreSQL server binaries not found under /usr/lib/postgresql/*/bin", POSTGRES_STEP)
     server = PostgresServer(bin_dir)
     try:
         yield server.start()

@@ -2,8 +2,9 @@
 and bench/spark.py's data set replayed into it and read by Spark's Kafka source (smoke tests of the code
 paths, not measurements); the pairing with our figures; the skip, saying how to fix it, without the jars.
 
-They skip when Java, the jars (`make kafka-jars`) or confluent-kafka are missing, except under CI
-(CI=true), where that is a failure: `make test` fetches the jars first, so a skip would hide a broken setup.
+They skip when Java, the jars (`make kafka-jars`), confluent-kafka or pyspark are missing, except under
+CI, where that is a failure (tests/needs.py): `make test` fetches the jars first, so a skip would hide a
+broken setup.
 """
 
 from __future__ import annotations
@@ -11,13 +12,13 @@ from __future__ import annotations
 import importlib
 import io
 import json
-import os
 import subprocess
 import sys
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from needs import KAFKA_JARS_STEP, VENV_STEP, import_or_missing, missing
 
 ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:  # bench/ is a top-level directory of the checkout, not an installed package
@@ -35,9 +36,7 @@ def _require(*checks) -> None:
         for check in checks:
             check()
     except kafka_peer.KafkaUnavailable as exc:
-        if os.environ.get("CI"):
-            pytest.fail(f"{exc} (CI must have them: `make test` runs `make kafka-jars`)")
-        pytest.skip(str(exc))
+        missing(str(exc), VENV_STEP if str(exc).startswith(kafka_peer.NO_CLIENT) else KAFKA_JARS_STEP)
 
 
 @pytest.fixture(scope="module")
@@ -98,7 +97,7 @@ def test_spark_reads_the_same_committed_messages_from_kafka_as_from_our_fragment
     commits as many messages as the data set has committed ones (load_dataset checks it), and the
     bench's query gives the same rows through Spark's Kafka source (read_committed) as through our
     committed source over the fragments."""
-    pytest.importorskip("pyspark")
+    import_or_missing("pyspark")
     _require(kafka_peer.check, kafka_peer.spark_jars)
     argv = [sys.executable, str(ROOT / "tests" / "kafka_spark_check.py"), str(tmp_path), bootstrap]
     done = subprocess.run(argv, cwd=ROOT, capture_output=True, text=True, timeout=SPARK_RUN_TIMEOUT_S, check=False)

@@ -16,6 +16,7 @@ import time
 from pathlib import Path
 
 import pytest
+from needs import import_or_missing
 
 from gazette.cli import demo
 
@@ -141,7 +142,7 @@ def test_forced_mismatch_without_java_exits_non_zero_and_keep_leaves_the_cluster
 
 
 def test_spark_is_skipped_in_one_line_where_java_is_missing(tmp_path: Path, monkeypatch) -> None:
-    pytest.importorskip("fragments_io")
+    import_or_missing("fragments_io")
     monkeypatch.delenv("JAVA_HOME", raising=False)
     monkeypatch.delenv(demo.TEST_NO_JAVA_ENV, raising=False)
     monkeypatch.setenv("PATH", str(tmp_path))  # no `java` anywhere

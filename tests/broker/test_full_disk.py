@@ -2,7 +2,7 @@
 naming the broker, the journal and the directory, nothing acknowledged is lost, and appends resume once
 the spool's persisted fragments are dropped from the disk.
 
-Needs root (to mount a tmpfs); skipped otherwise, saying so.
+Needs root (to mount a tmpfs); skipped otherwise, saying so, and a failure under CI (tests/needs.py).
 """
 
 from __future__ import annotations
@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 import tmpfs
+from needs import require_root
 
 from gazette.local.cluster import LocalCluster
 from gazette.protocol.errors import GazetteError
@@ -23,9 +24,11 @@ CHUNK = 100_000
 SPOOL_TMPFS = "512k"  # room for five chunks
 WAIT_S = 60.0
 
-pytestmark = pytest.mark.skipif(
-    os.geteuid() != 0, reason="mounting a tmpfs as the spool directory needs root (run the suite as root)"
-)
+
+@pytest.fixture(autouse=True)
+def as_root() -> None:
+    """Mounting a tmpfs as the spool directory needs root: without it these tests skip, or fail under CI."""
+    require_root("mounting a tmpfs as the spool directory")
 
 
 def _chunk(i: int) -> bytes:

@@ -27,6 +27,7 @@ import pytest
 from faults.chaos import Network, placed_spawn
 from faults.harness import LEASE_TTL_S, ZONES, route_of, wait_for, wait_for_full_route
 from faults.workload import Channels, append_once
+from needs import NETNS_STEP, missing
 
 import gazette.local.cluster as local_cluster
 from gazette.client.loop import LoopThread
@@ -41,7 +42,7 @@ JOURNAL = "faults/dirty-read/part-000"
 def network() -> Iterator[Network]:
     net, why = Network.make(brokers=3, members=0)
     if net is None:
-        pytest.skip(f"needs the network-namespace hosts: {why}")
+        missing(f"this reproduction needs the network-namespace hosts: {why}", NETNS_STEP)
     try:
         yield net
     finally:

@@ -3,7 +3,7 @@
 `gazctl` runs real gazctl against a cluster. `py_cluster` is three gazette-py brokers, `gazette_cluster`
 three real Gazette brokers, both subprocesses under one embedded etcd each and module-scoped. Without
 the binaries every test here skips saying how to build them, except under CI (CI=true), where a
-missing peer is a failure: CI always has Go, so a skip there would hide a broken setup.
+missing peer is a failure (tests/needs.py): CI always has Go, so a skip there would hide a broken setup.
 """
 
 from __future__ import annotations
@@ -16,9 +16,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+from needs import PEERS_STEP, STREAM_SUM_STEP, missing
 
 from gazette.local import LocalCluster
-from gazette.local.gazette_peer import HOW_TO_BUILD, find_peer, peer_version, peers_bin
+from gazette.local.gazette_peer import find_peer, peer_version
 from gazette.protocol.errors import GazetteError
 
 GAZCTL_TIMEOUT_S = 60.0
@@ -29,9 +30,7 @@ def require_peer(name: str) -> str:
     try:
         return find_peer(name)
     except GazetteError as exc:
-        if os.environ.get("CI"):
-            pytest.fail(f"{exc} (CI must have the Gazette peers: `make test` runs `make peers`)")
-        pytest.skip(f"real Gazette's {name} is not built in {peers_bin()}: {HOW_TO_BUILD}")
+        missing(str(exc), PEERS_STEP if name in ("gazette", "gazctl") else STREAM_SUM_STEP)
 
 
 def gazette_source() -> Path:
@@ -40,9 +39,7 @@ def gazette_source() -> Path:
     go = shutil.which("go")
     version = peer_version()
     if go is None or version == "unknown":
-        if os.environ.get("CI"):
-            pytest.fail("CI must have Go and the Gazette peers (`make test` runs `make peers`)")
-        pytest.skip(f"Gazette's source comes from the Go module cache: {HOW_TO_BUILD}")
+        missing("Gazette's source is read from the Go module cache: Go or the peers are missing", PEERS_STEP)
     cache = subprocess.run([go, "env", "GOMODCACHE"], capture_output=True, text=True, check=True).stdout.strip()
     path = Path(cache) / f"go.gazette.dev/core@{version}"
     if not path.is_dir():

@@ -57,6 +57,7 @@ from interop.test_stream_sum import (
     _shards_yaml,
     crc64_update,
 )
+from needs import VENV_STEP, import_or_missing
 
 from gazette.consumer.client import ShardClient
 from gazette.consumer.status import ReplicaCode
@@ -328,7 +329,7 @@ def test_gazette_shards_cli_against_the_go_summers(
 
 
 def test_views_render_the_go_shards_checkpoint(summers: list[Summer], summed: dict[str, Any]) -> None:
-    pytest.importorskip("ipywidgets")
+    import_or_missing("ipywidgets", f"{VENV_STEP}: ipywidgets is in the notebook extra")
     from gazette.notebook.widgets import CheckpointView, SequencerView
 
     heads: dict[str, int] = summed["heads"]

@@ -2,7 +2,8 @@
 
 Each broker runs in its own namespace (`ip netns exec`), binds and advertises that namespace's
 address and replicates to the other across the bridge; etcd and the client stay in the root
-namespace. This is the README's multi-machine recipe, run. Needs CAP_NET_ADMIN; skipped otherwise.
+namespace. This is the README's multi-machine recipe, run. Needs CAP_NET_ADMIN; skipped otherwise,
+saying why, and a failure under CI (tests/needs.py).
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from needs import NETNS_STEP, missing
 
 from gazette.client.aio import Route
 from gazette.client.sync import Client
@@ -153,13 +155,13 @@ def _reachable_across(lab: NetnsLab, source: int, target: NetnsBroker) -> str | 
 @pytest.fixture
 def lab(tmp_path: Path) -> Iterator[NetnsLab]:
     if shutil.which("ip") is None:
-        pytest.skip("the `ip` command (iproute2) is not installed")
+        missing("the `ip` command (iproute2) is not installed", NETNS_STEP)
     made = NetnsLab(tag=f"gz{os.getpid() % 100000}")
     try:
         # Probe first: without root / CAP_NET_ADMIN (or in a sandbox) `ip netns add` fails.
         probe = _ip("netns", "add", f"{made.tag}ns0", check=False)
         if probe.returncode != 0:
-            pytest.skip(f"cannot create network namespaces (`ip netns add`: {probe.stderr.strip()})")
+            missing(f"cannot create network namespaces (`ip netns add`: {probe.stderr.strip()})", NETNS_STEP)
         made.namespaces.append(f"{made.tag}ns0")
         made.subnet = _free_subnet()
         made.bridge = f"{made.tag}br"
@@ -176,7 +178,8 @@ def lab(tmp_path: Path) -> Iterator[NetnsLab]:
             _start_broker(made, i, address, tmp_path)
         why = _reachable_across(made, 0, made.brokers[1])
         if why is not None:
-            pytest.skip(f"traffic between namespaces over a bridge is filtered here (br_netfilter?): {why}")
+            filtered = f"traffic between namespaces over a bridge is filtered here (br_netfilter?): {why}"
+            missing(filtered, NETNS_STEP)
         yield made
     finally:
         made.close()

@@ -6,7 +6,8 @@ from the Run menu, its matplotlib charts checked decoded as PNG images and its f
 05-streaming-to-delta is run once, by test_notebook_delta.py, which opens the executed notebook here
 (`render_executed`) and checks its outputs rendered, rather than spend Spark's minutes on a second run.
 
-Screenshots of each stage go to build/screenshots/. Skips when /usr/bin/chromium is absent.
+Screenshots of each stage go to build/screenshots/. Skips when /usr/bin/chromium is absent, saying how to
+install it; under CI that fails instead (tests/needs.py).
 """
 
 from __future__ import annotations
@@ -30,11 +31,11 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
+from needs import CHROMIUM, CHROMIUM_STEP, missing
 
 REPO = pathlib.Path(__file__).resolve().parents[2]
 NOTEBOOK = REPO / "notebooks" / "01-quickstart.ipynb"
 SCREENSHOT_DIR = REPO / "build" / "screenshots"
-CHROMIUM = pathlib.Path("/usr/bin/chromium")
 CHROMIUM_ARGS = [
     "--headless",
     "--no-sandbox",
@@ -69,9 +70,13 @@ LAB_SETTINGS = {
     "@jupyterlab/notebook-extension/tracker.jupyterlab-settings": {"windowingMode": "none"},
 }
 
-pytestmark = pytest.mark.skipif(
-    not CHROMIUM.exists(), reason=f"{CHROMIUM} is absent (Debian package `chromium`; .ci/run installs it)"
-)
+
+
+@pytest.fixture(autouse=True)
+def chromium() -> None:
+    """Every test here drives Debian's Chromium: without it they skip, or fail under CI."""
+    if not CHROMIUM.exists():
+        missing(f"{CHROMIUM} is absent (Debian's chromium, which Playwright drives here)", CHROMIUM_STEP)
 
 
 def _free_port() -> int:

@@ -3,23 +3,23 @@
 upserts by key and is skipped on replay by Delta's idempotent-DML settings, and a stream's
 foreachBatch lands every committed message once. The session runs in its own process
 (delta_spark_checks.py): a JVM's jars are fixed at start and the suite's shared session has none.
-Without the jars these tests skip with the command that fetches them; under CI they must be there.
+Without the jars these tests skip with the command that fetches them; under CI they fail (tests/needs.py).
 """
 
 from __future__ import annotations
 
 import json
 import logging
-import os
 import pathlib
 import subprocess
 import sys
 
 import pytest
 from fio_journals import envelopes_of, persist_journal, random_journal
+from needs import DELTA_JARS_STEP, missing
 
 from fragments_io.committed import committed_reference
-from fragments_io.delta import FETCH_COMMAND, DeltaJarsNotFoundError, delta_jars
+from fragments_io.delta import DeltaJarsNotFoundError, delta_jars
 from gazette.protocol.codec import Codec
 
 CHECKS = pathlib.Path(__file__).with_name("delta_spark_checks.py")
@@ -30,9 +30,7 @@ def _require_jars() -> None:
     try:
         delta_jars()
     except DeltaJarsNotFoundError as e:
-        if os.environ.get("CI"):
-            pytest.fail(f"{e} (CI must have them: `make test` runs `{FETCH_COMMAND}`)")
-        pytest.skip(f"Delta Lake's jars are not fetched: run `{FETCH_COMMAND}`")
+        missing(str(e), DELTA_JARS_STEP)
 
 
 @pytest.fixture(scope="module")
