@@ -18,7 +18,8 @@ from gazette import tunables
 from gazette.allocator import broker_spec_exiting, journal_adapter
 from gazette.auth.tls import TLSConfig
 from gazette.auth.tokens import AuthError, Capability, Claims, KeyedAuth, header_of
-from gazette.broker.append import AppendFailed, serve_append, zero_byte_append
+from gazette.broker.append import serve_append, zero_byte_append
+from gazette.broker.failures import AppendFailed
 from gazette.broker.journals import (
     serve_apply,
     serve_flush,

@@ -34,7 +34,7 @@ from gazette.protocol.validate import split_journal_meta, validate_journal_name
 from gazette.tasks import first_of
 
 if TYPE_CHECKING:
-    from gazette.broker.broker import Broker
+    from gazette.broker.context import BrokerContext
 
 log = logging.getLogger(__name__)
 
@@ -84,7 +84,7 @@ async def iterate_in_thread(make: Callable[[], Iterator[Any]]) -> AsyncIterator[
 
 
 async def serve_read(
-    broker: Broker, req: pb.ReadRequest, context: grpc.aio.ServicerContext, claims: Claims | None = None
+    broker: BrokerContext, req: pb.ReadRequest, context: grpc.aio.ServicerContext, claims: Claims | None = None
 ) -> AsyncIterator[pb.ReadResponse]:
     journal, _meta = split_journal_meta(req.journal)
     try:
@@ -229,7 +229,7 @@ async def _content_or_gap(index: Any, offset: int, begin_mod_time: int, watch_ga
 
 
 async def _read_at_primary(
-    broker: Broker, journal: str, req: pb.ReadRequest, offset: int
+    broker: BrokerContext, journal: str, req: pb.ReadRequest, offset: int
 ) -> AsyncIterator[pb.ReadResponse]:
     res = await broker.resolver.resolve(journal, require_primary=True, may_proxy=True)
     if res.status != Status.OK or res.replica is not None:
@@ -246,7 +246,7 @@ PEER_READ_TIMEOUT_S = 30.0  # a peer that stops answering (paused) gives the rea
 
 
 async def _read_at_peers(
-    broker: Broker, route: pb.Route, req: pb.ReadRequest, offset: int
+    broker: BrokerContext, route: pb.Route, req: pb.ReadRequest, offset: int
 ) -> AsyncIterator[pb.ReadResponse]:
     """What the first peer holding `offset` has from there (a non-blocking read of its own index):
     its fragment metadata and content, ending where it ends or where it would answer otherwise."""
@@ -283,7 +283,7 @@ async def _read_at_peers(
 PEER_LIST_TIMEOUT_S = 10.0  # a peer that does not answer may hold the content: no jump
 
 
-async def _route_begin_offset(broker: Broker, route: pb.Route, index: Any, journal: str) -> int | None:
+async def _route_begin_offset(broker: BrokerContext, route: pb.Route, index: Any, journal: str) -> int | None:
     """The lowest offset from which any member of `route` (this broker included) holds content of
     `journal`, from each peer's own fragment listing. None when nobody holds any, or when a peer
     did not answer (it may hold what the others lack: better to wait than to skip it)."""
