@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import asyncio
 import enum
-import errno
 import hashlib
 import logging
 import time
@@ -32,6 +31,7 @@ from gazette.broker.assignments import (
     update_assignments,
     update_suspend,
 )
+from gazette.broker.failures import AppendFailed, spool_write_failure
 from gazette.broker.flow import FlowControlUnderflow
 from gazette.broker.pipeline import Pipeline
 from gazette.broker.resolver import Resolution
@@ -53,7 +53,7 @@ from gazette.protocol.validate import (
 from gazette.tasks import first_of
 
 if TYPE_CHECKING:
-    from gazette.broker.broker import Broker
+    from gazette.broker.context import BrokerContext
     from gazette.broker.replica import Replica
 
 log = logging.getLogger(__name__)
@@ -70,15 +70,6 @@ IDLE_FLUSH_INTERVAL_S = 24 * 3600.0
 SUSPEND = pb.AppendRequest.Suspend
 # What the Append RPC's request stream yields: content-only requests come decoded raw (broker/wire.py).
 AppendChunk = pb.AppendRequest | ContentChunk
-
-
-class AppendFailed(Exception):
-    """The append did not commit: the client broke the protocol (`code` ABORTED) or the pipeline
-    failed (UNAVAILABLE, so clients retry). Any partial content was rolled back."""
-
-    def __init__(self, message: str, code: grpc.StatusCode) -> None:
-        super().__init__(message)
-        self.code = code
 
 
 class State(enum.Enum):
@@ -105,7 +96,7 @@ class AppendFSM:
     While it owns the replica's pipeline slot no other append can send; it hands the send side back
     before reading acknowledgements, so consecutive appends overlap."""
     def __init__(
-        self, broker: Broker, req: pb.AppendRequest, *, force_roll: bool = False, claims: Claims | None = None
+        self, broker: BrokerContext, req: pb.AppendRequest, *, force_roll: bool = False, claims: Claims | None = None
     ) -> None:
         self.broker = broker
         self.req = req
@@ -592,19 +583,6 @@ class AppendFSM:
                 self.broker.metrics.commit(self.journal, self.client_length, self.client_begin + self.client_length)
 
 
-def spool_write_failure(broker: Broker, journal: str, exc: OSError) -> AppendFailed:
-    """The error for a spool write of `journal` that raised `exc` at `broker` (as primary or replica),
-    naming the broker and the spool directory: RESOURCE_EXHAUSTED for a full disk or quota (clients
-    do not retry it: space must be freed first), INTERNAL otherwise."""
-    where = broker.spool_dir or "the temporary directory"
-    full = exc.errno in (errno.ENOSPC, errno.EDQUOT)
-    return AppendFailed(
-        f"append rolled back: broker {broker.id[1]} could not spool content of {journal} in {where}: "
-        f"{exc.strerror or exc}",
-        grpc.StatusCode.RESOURCE_EXHAUSTED if full else grpc.StatusCode.INTERNAL,
-    )
-
-
 def _validate_registers(req: pb.AppendRequest) -> None:
     """As Gazette's AppendRequest.Validate: check_registers is a valid selector, and union_registers and
     subtract_registers are valid label sets as sent (sorted, unique, no name with both "" and a value)."""
@@ -645,7 +623,7 @@ async def _as_protos(requests: AsyncIterator[AppendChunk]) -> AsyncIterator[pb.A
 
 
 async def serve_append(
-    broker: Broker,
+    broker: BrokerContext,
     requests: AsyncIterator[AppendChunk],
     context: grpc.aio.ServicerContext,
     claims: Claims | None = None,
@@ -679,7 +657,7 @@ async def _commit_only() -> AsyncIterator[pb.AppendRequest]:
     yield pb.AppendRequest()
 
 
-async def zero_byte_append(broker: Broker, journal: str, *, suspend: int = SUSPEND.SUSPEND_NO_RESUME, force_roll: bool = False) -> AppendFSM:
+async def zero_byte_append(broker: BrokerContext, journal: str, *, suspend: int = SUSPEND.SUSPEND_NO_RESUME, force_roll: bool = False) -> AppendFSM:
     """Runs the FSM as an empty append at this broker (the pulse and Flush); never proxies."""
     req = pb.AppendRequest(journal=journal, do_not_proxy=True)
     req.suspend = suspend  # type: ignore[assignment]

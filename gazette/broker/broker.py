@@ -18,7 +18,8 @@ from gazette import tunables
 from gazette.allocator import broker_spec_exiting, journal_adapter
 from gazette.auth.tls import TLSConfig
 from gazette.auth.tokens import AuthError, Capability, Claims, KeyedAuth, header_of
-from gazette.broker.append import AppendFailed, serve_append, zero_byte_append
+from gazette.broker.append import serve_append, zero_byte_append
+from gazette.broker.failures import AppendFailed
 from gazette.broker.journals import (
     serve_apply,
     serve_flush,
@@ -51,6 +52,7 @@ log = logging.getLogger(__name__)
 DEFAULT_ROOT = "/gazette/cluster"
 DEFAULT_LEASE_TTL_S = tunables.LEASE_TTL_S
 DEFAULT_MAX_REPLICATION = tunables.BROKER_MAX_REPLICATION
+DEFAULT_JOURNAL_LIMIT = 1024  # the most journals a broker holds (Gazette's --broker.limit)
 GRACEFUL_STOP_S = 5.0
 RENEW_HOLD_TTLS = 3  # after a lease renewal, unassigned replicas are kept this many lease TTLs
 DEFAULT_EXIT_DRAIN_S = tunables.BROKER_EXIT_DRAIN_S  # how long a graceful stop waits for the allocator to move journals away
@@ -81,7 +83,7 @@ class Broker(Member):
         advertise: str | None = None,
         port: int = 0,
         metrics_port: int | None = 0,
-        journal_limit: int = 1024,
+        journal_limit: int = DEFAULT_JOURNAL_LIMIT,
         lease_ttl_s: int = DEFAULT_LEASE_TTL_S,
         max_replication: int = DEFAULT_MAX_REPLICATION,
         spool_dir: str | None = None,

@@ -29,7 +29,7 @@ from gazette.protocol.status import Status, to_pb
 from gazette.protocol.validate import validate_journal_name
 
 if TYPE_CHECKING:
-    from gazette.broker.broker import Broker
+    from gazette.broker.context import BrokerContext
 
 log = logging.getLogger(__name__)
 
@@ -41,7 +41,7 @@ FRAGMENTS_PAGE_MAX = 10000
 
 
 def _matching(
-    broker: Broker, selector: LabelSelector, authorized: LabelSelector | None
+    broker: BrokerContext, selector: LabelSelector, authorized: LabelSelector | None
 ) -> list[pb.ListResponse.Journal]:
     out = []
     for kv in broker.ks.prefixed(layout.items_prefix(broker.root)):
@@ -70,7 +70,7 @@ def _claims_for_list(claims: Claims) -> LabelSelector:
 
 
 async def serve_list(
-    broker: Broker, req: pb.ListRequest, context: grpc.aio.ServicerContext, claims: Claims | None = None
+    broker: BrokerContext, req: pb.ListRequest, context: grpc.aio.ServicerContext, claims: Claims | None = None
 ) -> AsyncIterator[pb.ListResponse]:
     try:
         selector = LabelSelector.from_proto(req.selector).for_journals()
@@ -99,7 +99,7 @@ async def serve_list(
 
 
 async def serve_apply(
-    broker: Broker, req: pb.ApplyRequest, context: grpc.aio.ServicerContext, claims: Claims | None = None
+    broker: BrokerContext, req: pb.ApplyRequest, context: grpc.aio.ServicerContext, claims: Claims | None = None
 ) -> pb.ApplyResponse:
     compares, ops = [], []
     storeless: list[str] = []
@@ -164,7 +164,7 @@ def _txn_revision(responses: list) -> int:
 
 
 async def serve_list_fragments(
-    broker: Broker, req: pb.FragmentsRequest, context: grpc.aio.ServicerContext, claims: Claims | None = None
+    broker: BrokerContext, req: pb.FragmentsRequest, context: grpc.aio.ServicerContext, claims: Claims | None = None
 ) -> pb.FragmentsResponse:
     try:
         validate_journal_name(req.journal)
@@ -209,7 +209,7 @@ async def serve_list_fragments(
 
 
 async def serve_flush(
-    broker: Broker, req: gpy.FlushRequest, context: grpc.aio.ServicerContext, claims: Claims | None = None
+    broker: BrokerContext, req: gpy.FlushRequest, context: grpc.aio.ServicerContext, claims: Claims | None = None
 ) -> gpy.FlushResponse:
     try:
         validate_journal_name(req.journal)
@@ -267,7 +267,7 @@ async def serve_flush(
 
 
 async def serve_fragment_store_health(
-    broker: Broker, req: pb.FragmentStoreHealthRequest, context: grpc.aio.ServicerContext
+    broker: BrokerContext, req: pb.FragmentStoreHealthRequest, context: grpc.aio.ServicerContext
 ) -> pb.FragmentStoreHealthResponse:
     """Gazette's FragmentStoreHealth: the store's latest health check (waiting for a first one), and
     with `check_delete` a put-then-remove probe under `check_delete_prefix` (gazctl shards prune asks

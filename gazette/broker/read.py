@@ -37,7 +37,7 @@ from gazette.protocol.validate import split_journal_meta, validate_journal_name
 from gazette.tasks import first_of
 
 if TYPE_CHECKING:
-    from gazette.broker.broker import Broker
+    from gazette.broker.context import BrokerContext
     from gazette.broker.resolver import Resolution
 
 log = logging.getLogger(__name__)
@@ -158,7 +158,7 @@ class ReadStream:
     the responses it sends)."""
 
     def __init__(
-        self, broker: Broker, req: pb.ReadRequest, context: grpc.aio.ServicerContext, claims: Claims | None
+        self, broker: BrokerContext, req: pb.ReadRequest, context: grpc.aio.ServicerContext, claims: Claims | None
     ) -> None:
         self.broker = broker
         self.req = req
@@ -342,14 +342,14 @@ class ReadStream:
 
 
 async def serve_read(
-    broker: Broker, req: pb.ReadRequest, context: grpc.aio.ServicerContext, claims: Claims | None = None
+    broker: BrokerContext, req: pb.ReadRequest, context: grpc.aio.ServicerContext, claims: Claims | None = None
 ) -> AsyncIterator[pb.ReadResponse]:
     """The Read RPC (see ReadStream)."""
     async for resp in ReadStream(broker, req, context, claims).run():
         yield resp
 
 
-async def _acknowledged_at_primary(broker: Broker, journal: str) -> int | None:
+async def _acknowledged_at_primary(broker: BrokerContext, journal: str) -> int | None:
     """How far every member holds `journal`, as its primary says: the write head of a metadata-only,
     non-blocking read at the head there (a gazette-py primary's index ends where every member
     acknowledged; a Gazette primary's where it committed). None: no primary answered."""
@@ -374,7 +374,7 @@ async def _acknowledged_at_primary(broker: Broker, journal: str) -> int | None:
 
 
 async def _read_at_primary(
-    broker: Broker, journal: str, req: pb.ReadRequest, offset: int
+    broker: BrokerContext, journal: str, req: pb.ReadRequest, offset: int
 ) -> AsyncIterator[pb.ReadResponse]:
     res = await broker.resolver.resolve(journal, require_primary=True, may_proxy=True)
     if res.status != Status.OK or res.replica is not None:
@@ -391,7 +391,7 @@ PEER_READ_TIMEOUT_S = 30.0  # a peer that stops answering (paused) gives the rea
 
 
 async def _read_at_peers(
-    broker: Broker, route: pb.Route, req: pb.ReadRequest, offset: int
+    broker: BrokerContext, route: pb.Route, req: pb.ReadRequest, offset: int
 ) -> AsyncIterator[pb.ReadResponse]:
     """What the first peer holding `offset` has from there (a non-blocking read of its own index):
     its fragment metadata and content, ending where it ends or where it would answer otherwise."""
@@ -428,7 +428,7 @@ async def _read_at_peers(
 PEER_LIST_TIMEOUT_S = 10.0  # a peer that does not answer may hold the content: no jump
 
 
-async def _route_begin_offset(broker: Broker, route: pb.Route, index: Any, journal: str) -> int | None:
+async def _route_begin_offset(broker: BrokerContext, route: pb.Route, index: Any, journal: str) -> int | None:
     """The lowest offset from which any member of `route` (this broker included) holds content of
     `journal`, from each peer's own fragment listing. None when nobody holds any, or when a peer
     did not answer (it may hold what the others lack: better to wait than to skip it)."""

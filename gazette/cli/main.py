@@ -508,6 +508,10 @@ def broker_serve(
     metrics_port: int = typer.Option(0, "--metrics-port"),
     lease_ttl: int = typer.Option(20, "--lease-ttl"),
     max_replication: int = typer.Option(9, "--max-replication"),
+    journal_limit: int = typer.Option(
+        1024, "--limit", "--broker.limit", envvar="BROKER_LIMIT", min=0,
+        help="The most journals this broker holds (announced to the allocator; Gazette's --broker.limit).",
+    ),
     exit_drain: float = typer.Option(60.0, "--exit-drain", help="seconds a SIGTERM waits for journals to move away"),
     spool_dir: str | None = typer.Option(None, "--spool-dir"),
     max_append_rate: int = typer.Option(
@@ -570,6 +574,7 @@ def broker_serve(
             metrics_port=metrics_port,
             lease_ttl_s=lease_ttl,
             max_replication=max_replication,
+            journal_limit=journal_limit,
             exit_drain_s=exit_drain,
             spool_dir=spool_dir,
             auth_keys=auth_keys,
