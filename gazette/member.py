@@ -160,10 +160,6 @@ class Member:
         """Whether a stop revokes the lease (else it is left to expire, as after a crash)."""
         return graceful
 
-    def _ignores_lease_loss(self) -> bool:
-        """True to act on nothing when the lease is lost (gazette.testing.zombie makes a zombie so)."""
-        return False
-
     def _before_renewal(self) -> None:
         """RENEW policy: what to drop or keep before the new lease (called once per loss)."""
 
@@ -265,9 +261,6 @@ class Member:
 
     # --- the lease -------------------------------------------------------------------------------
     def _on_lease_lost(self, reason: Exception) -> None:
-        if self._ignores_lease_loss():
-            log.warning("%s lost its etcd lease (%s); ignored: holding its etcd view", self.name, reason)
-            return
         if self.lease_loss is LeaseLossPolicy.STOP:
             log.error("%s lost its etcd lease (%s); stopping", self.name, reason)
             if not self._stopping:

@@ -73,6 +73,11 @@ class Session:
         else:
             self._callbacks.append(fn)
 
+    def remove_lost_callback(self, fn: Callable[[LeaseLost], None]) -> None:
+        """`fn` no longer runs when the lease is lost (a no-op if it was not added, or already ran)."""
+        if fn in self._callbacks:
+            self._callbacks.remove(fn)
+
     async def wait_lost(self) -> LeaseLost:
         """Returns (not raises) the reason once the lease is lost."""
         await self._lost.wait()

@@ -49,6 +49,9 @@ STOP_TIMEOUT_S = tunables.CONSUMER_STOP_TIMEOUT_S
 POLL_INTERVAL_S = tunables.LOCAL_POLL_INTERVAL_S
 WATCH_INTERVAL_S = 0.2  # how often the watcher looks for members that exited by themselves
 MODES = ("inprocess", "subprocess")
+# What `python -m` runs for a subprocess member, with `gazette consumer run`'s arguments: the CLI, or
+# a module wrapping it (gazette.testing.zombie, which the fencing tests run).
+DEFAULT_ENTRY_MODULE = "gazette.cli.main"
 
 
 @dataclasses.dataclass
@@ -87,7 +90,10 @@ class MemberExit:
 
 
 class ConsumerGroup:
-    """Members `0..processes-1` of one consumer application under `root`."""
+    """Members `0..processes-1` of one consumer application under `root`.
+
+    In mode "subprocess" each member runs `python -m <entry_module> consumer run ...`: the CLI
+    (gazette.cli.main) unless `entry_module` names a module wrapping it."""
 
     def __init__(
         self,
@@ -109,6 +115,7 @@ class ConsumerGroup:
         restart_exited: bool = True,
         security: ClusterSecurity | None = None,
         broker_keepalive: float | None = None,
+        entry_module: str = DEFAULT_ENTRY_MODULE,
     ) -> None:
         if isinstance(processes, bool) or not isinstance(processes, int) or processes < 1:
             raise ValidationError(f"run_consumer needs processes >= 1 (got {processes!r})")
@@ -121,6 +128,10 @@ class ConsumerGroup:
                 "test hooks (Hooks) run in the consumer's own process: they need mode='inprocess' "
                 "(subprocess members are crashed with kill_consumer instead)",
             )
+        if mode != "subprocess" and entry_module != DEFAULT_ENTRY_MODULE:
+            raise ConfigurationError(
+                f"entry_module={entry_module!r} is the module a member process runs: it needs mode='subprocess'"
+            )
         self.app = app
         self.etcd = etcd
         self.broker = broker
@@ -131,6 +142,7 @@ class ConsumerGroup:
         self.hooks = hooks or Hooks()
         self.exit_drain_s = exit_drain_s
         self.mode = mode
+        self.entry_module = entry_module
         self.log_level = log_level
         # Auth keys and TLS of the whole cluster: members verify and sign with them, as the group's client.
         self.security = security or ClusterSecurity()
@@ -319,7 +331,7 @@ class ConsumerGroup:
     def _spawn(self, m: _Member) -> None:
         m.log_path = os.path.join(self.data_dir, f"{m.suffix}.log")
         cmd = [
-            sys.executable, "-m", "gazette.cli.main", "consumer", "run", "--app-pickle", self._app_file,
+            sys.executable, "-m", self.entry_module, "consumer", "run", "--app-pickle", self._app_file,
             "--etcd", self.etcd, "--broker", self.broker, "--root", self.root, "--zone", m.zone,
             "--suffix", m.suffix, "--port", "0", "--shard-limit", str(self.shard_limit),
             "--lease-ttl", str(self.lease_ttl_s), "--exit-drain", str(self.exit_drain_s),

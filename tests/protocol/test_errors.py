@@ -112,6 +112,8 @@ def test_consumer_group_with_a_bad_argument_raises_validation_error() -> None:
     assert err.value.status == Status.OK
     with pytest.raises(ValidationError, match='consumer mode "thread" is not known'):
         ConsumerGroup(Application(), etcd="http://127.0.0.1:1", broker="127.0.0.1:1", root="/r", mode="thread")
+    with pytest.raises(ConfigurationError, match="entry_module='tests.zombie' .* needs mode='subprocess'"):
+        ConsumerGroup(Application(), etcd="http://127.0.0.1:1", broker="127.0.0.1:1", root="/r", entry_module="tests.zombie")
 
 
 def test_a_fenced_sql_store_raises_fenced_error(tmp_path) -> None:
