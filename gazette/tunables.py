@@ -1,9 +1,9 @@
 """Timing and size defaults that more than one module uses: one name per value
 (docs/architecture.md#tunables).
 
-Each module that needs one of these imports it from here (a module may keep its older local name as
-an alias, e.g. `DEFAULT_LEASE_TTL_S = tunables.LEASE_TTL_S`, for code and tests that import it).
-Standard library only; imports nothing of gazette, so every layer may import it.
+Each module that needs one of these reads it from here where it is used (`tunables.LEASE_TTL_S`),
+under this name only: no module keeps a local alias, so a name means one value everywhere and a test
+patches the tunable itself. Standard library only; imports nothing of gazette, so every layer may import it.
 """
 
 from __future__ import annotations

@@ -38,8 +38,6 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-# Gazette uses 32 KiB - 32; per-message overhead dominates in Python, so chunks are larger here.
-READ_CHUNK_BYTES = tunables.BROKER_READ_CHUNK_BYTES
 _THREAD_QUEUE_DEPTH = 8
 
 
@@ -197,7 +195,7 @@ async def serve_read(
         stop = min(q.fragment.end, req.end_offset) if req.end_offset else q.fragment.end
         if q.file is not None:
             while offset < stop:
-                data = q.file.pread(offset, min(READ_CHUNK_BYTES, stop - offset))
+                data = q.file.pread(offset, min(tunables.BROKER_READ_CHUNK_BYTES, stop - offset))
                 if not data:  # committed bytes the spool file no longer holds: never wait on them
                     problem = (
                         f"broker {broker.id[1]}: the spool file of {journal} [{q.fragment.begin}, "
@@ -309,13 +307,13 @@ async def _route_begin_offset(broker: Broker, route: pb.Route, index: Any, journ
 
 
 async def _remote_content(fragment: Fragment, offset: int, stop: int) -> AsyncIterator[bytes]:
-    """Content of a persisted fragment from `offset` up to `stop`, in READ_CHUNK_BYTES pieces."""
+    """Content of a persisted fragment from `offset` up to `stop`, in BROKER_READ_CHUNK_BYTES pieces."""
 
     def chunks() -> Iterator[bytes]:
         pos = offset
         for data in open_fragment(fragment, offset):
-            for i in range(0, len(data), READ_CHUNK_BYTES):
-                piece = data[i : i + READ_CHUNK_BYTES]
+            for i in range(0, len(data), tunables.BROKER_READ_CHUNK_BYTES):
+                piece = data[i : i + tunables.BROKER_READ_CHUNK_BYTES]
                 if pos + len(piece) > stop:
                     piece = piece[: stop - pos]
                 if piece:

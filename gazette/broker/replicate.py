@@ -34,7 +34,6 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-REPLICA_WAIT_S = tunables.REPLICA_WAIT_S
 SPOOL_RECHECK_S = 0.5  # a stream waiting for the spool looks again this often for an idle pipeline
 _EOF = object()
 _ROUTE_CHANGED = object()
@@ -104,7 +103,7 @@ async def serve_replicate(
         replica = res.replica
         assert res.invalidated is not None
         if replica is None:
-            await asyncio.sleep(REPLICA_WAIT_S)  # assigned here, replica not built yet
+            await asyncio.sleep(tunables.REPLICA_WAIT_S)  # assigned here, replica not built yet
             continue
         if replica.spool_slot.qsize():
             spool = replica.spool_slot.get_nowait()

@@ -69,12 +69,9 @@ def _append_content_message(content: memoryview) -> bytes:
 
 
 FLUSH_METHOD = "/gazette_py.Flusher/Flush"
-# docs/semantics.md#client-retries-and-backoff: 0 after EOF, then 50 ms x2, 100 ms x2, 1 s x2, then 5 s.
-RETRY_BACKOFF_S = tunables.CLIENT_RETRY_BACKOFF_S
 APPEND_RETRY_STATUSES = frozenset(
     {Status.NOT_JOURNAL_PRIMARY_BROKER, Status.NO_JOURNAL_PRIMARY_BROKER, Status.INSUFFICIENT_JOURNAL_BROKERS}
 )
-MAX_RETRY_ATTEMPTS = tunables.CLIENT_MAX_RETRY_ATTEMPTS
 # A read meeting these (a route in flux) retries after a backoff.
 _READ_RETRY_STATUSES = frozenset(
     {Status.NOT_JOURNAL_BROKER, Status.INSUFFICIENT_JOURNAL_BROKERS, Status.NO_JOURNAL_PRIMARY_BROKER}
@@ -122,7 +119,7 @@ class ReadChunk:
 
 
 def _backoff(attempt: int) -> float:
-    return RETRY_BACKOFF_S[min(attempt, len(RETRY_BACKOFF_S) - 1)]
+    return tunables.CLIENT_RETRY_BACKOFF_S[min(attempt, len(tunables.CLIENT_RETRY_BACKOFF_S) - 1)]
 
 
 class _Budget:
@@ -491,7 +488,7 @@ class AsyncClient:
                     raise GazetteError(status, message)
             except grpc.aio.AioRpcError as exc:
                 trace.saw_rpc_error(exc)
-                if exc.code() != grpc.StatusCode.UNAVAILABLE or attempt >= MAX_RETRY_ATTEMPTS:
+                if exc.code() != grpc.StatusCode.UNAVAILABLE or attempt >= tunables.CLIENT_MAX_RETRY_ATTEMPTS:
                     raise _from_rpc_error(exc) from exc
                 self.failover(stub)
             finally:
@@ -667,7 +664,7 @@ class AsyncClient:
         call (a listing, a head) tries each endpoint once, so a mistyped or dead broker address fails
         at once. The caller bounds the whole (`_bounded`); the attempt count bounds it too."""
         attempt = 0
-        unavailable_attempts = MAX_RETRY_ATTEMPTS if patient else len(self.endpoints) - 1
+        unavailable_attempts = tunables.CLIENT_MAX_RETRY_ATTEMPTS if patient else len(self.endpoints) - 1
         while True:
             stub = self.stub
             trace.endpoint = self.endpoint
@@ -684,7 +681,7 @@ class AsyncClient:
                     trace.saw(status)
                     if status == Status.INSUFFICIENT_JOURNAL_BROKERS and journal:
                         await self._explain_insufficient(trace, resp.header, journal)
-                if not retry_statuses or status not in retry_statuses or attempt >= MAX_RETRY_ATTEMPTS:
+                if not retry_statuses or status not in retry_statuses or attempt >= tunables.CLIENT_MAX_RETRY_ATTEMPTS:
                     return resp
             await asyncio.sleep(_backoff(attempt))
             attempt += 1

@@ -21,7 +21,8 @@ from collections.abc import Callable, Coroutine, Generator, Iterable
 from types import TracebackType
 from typing import Any, NamedTuple, TypeVar, cast
 
-from gazette.client.aio import RETRY_BACKOFF_S, AppendResult, AsyncClient
+from gazette import tunables
+from gazette.client.aio import AppendResult, AsyncClient
 from gazette.client.sync import Client
 from gazette.client.timeouts import USE_CLIENT_DEFAULT, CallTimeout, CallTrace, Timeout, resolve_timeout
 from gazette.protocol.errors import AppendError, GazetteError, StateError
@@ -572,7 +573,7 @@ class AsyncAppendService:
                 if attempt % RETRY_LOG_EVERY_ATTEMPTS == 0:
                     log.warning("append of %d bytes to %s failed (attempt %d), retrying: %s",
                                 len(batch.data), journal, attempt + 1, exc)  # fmt: skip
-            await asyncio.sleep(RETRY_BACKOFF_S[min(attempt, len(RETRY_BACKOFF_S) - 1)])
+            await asyncio.sleep(tunables.CLIENT_RETRY_BACKOFF_S[min(attempt, len(tunables.CLIENT_RETRY_BACKOFF_S) - 1)])
             attempt += 1
 
     def _fail(self, j: _Journal, batch: _Batch, exc: Exception) -> None:

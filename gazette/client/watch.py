@@ -15,8 +15,9 @@ from collections.abc import Callable
 
 import grpc
 
+from gazette import tunables
 from gazette.auth.tokens import Capability
-from gazette.client.aio import RETRY_BACKOFF_S, AsyncClient, JournalInfo, Route
+from gazette.client.aio import AsyncClient, JournalInfo, Route
 from gazette.client.append_service import ClientBinding
 from gazette.client.sync import Client
 from gazette.client.timeouts import CallTrace
@@ -173,7 +174,7 @@ class JournalWatch:
                 return
             finally:
                 call.cancel()
-            await asyncio.sleep(RETRY_BACKOFF_S[min(attempt, len(RETRY_BACKOFF_S) - 1)])
+            await asyncio.sleep(tunables.CLIENT_RETRY_BACKOFF_S[min(attempt, len(tunables.CLIENT_RETRY_BACKOFF_S) - 1)])
             attempt += 1
 
     async def _publish(self, snapshot: Snapshot, header: pb.Header) -> None:

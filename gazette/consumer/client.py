@@ -55,9 +55,6 @@ from gazette.protocol.selector import LabelSelector
 from gazette.protocol.status import ShardStatus
 from gazette.protocol.validate import validate_journal_name, validate_shard_id
 
-# Backoff between attempts (as the journal client's): 50 ms x2, 100 ms x2, 1 s x2, then 5 s.
-RETRY_BACKOFF_S = tunables.CLIENT_RETRY_BACKOFF_S
-MAX_RETRY_ATTEMPTS = tunables.CLIENT_MAX_RETRY_ATTEMPTS
 # While a shard changes hands, Stat and Inspect answer these; the client asks again.
 PRIMARY_RETRY_STATUSES = frozenset(
     {ShardStatus.NO_SHARD_PRIMARY, ShardStatus.NOT_SHARD_PRIMARY, ShardStatus.SHARD_STOPPED}
@@ -162,7 +159,7 @@ def _inspection_from_stat(stat: ShardStat) -> ShardInspection:
 
 
 def _backoff(attempt: int) -> float:
-    return RETRY_BACKOFF_S[min(attempt, len(RETRY_BACKOFF_S) - 1)]
+    return tunables.CLIENT_RETRY_BACKOFF_S[min(attempt, len(tunables.CLIENT_RETRY_BACKOFF_S) - 1)]
 
 
 def _trace(operation: str, subject: str) -> CallTrace:
@@ -466,7 +463,7 @@ class AsyncShardClient:
             if status == ShardStatus.SHARD_STOPPED:
                 left = None if deadline is None else max(deadline - time.monotonic(), 0.001)
                 await self._raise_if_failed(req.shard, what, left)
-            if status in PRIMARY_RETRY_STATUSES and attempt < MAX_RETRY_ATTEMPTS:
+            if status in PRIMARY_RETRY_STATUSES and attempt < tunables.CLIENT_MAX_RETRY_ATTEMPTS:
                 pause = _backoff(attempt)
                 if deadline is not None:
                     pause = min(pause, max(0.0, deadline - time.monotonic()))
@@ -565,7 +562,7 @@ class AsyncShardClient:
                     trace.saw_error(TimeoutError(f"etcd at {self.etcd} did not list the members"))
                     raise trace.timeout_error(timeout, ShardTimeoutError) from None
                 except (GazetteError, OSError) as exc:
-                    if attempt >= MAX_RETRY_ATTEMPTS:
+                    if attempt >= tunables.CLIENT_MAX_RETRY_ATTEMPTS:
                         raise
                     trace.saw_error(exc)
                     self._endpoints = []
@@ -590,7 +587,7 @@ class AsyncShardClient:
                             "service: List, Apply, Stat, GetHints, Unassign)",
                             grpc_code=code.name,
                         ) from None
-                    if code != grpc.StatusCode.UNAVAILABLE or attempt >= MAX_RETRY_ATTEMPTS:
+                    if code != grpc.StatusCode.UNAVAILABLE or attempt >= tunables.CLIENT_MAX_RETRY_ATTEMPTS:
                         raise PeerError(
                             f"{method} at {endpoint}: {code.name}: {exc.details()}",
                             grpc_code=code.name,

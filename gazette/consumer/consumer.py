@@ -51,8 +51,6 @@ from gazette.protocol.endpoints import check_keepalive
 
 log = logging.getLogger(__name__)
 
-DEFAULT_LEASE_TTL_S = tunables.LEASE_TTL_S
-DEFAULT_EXIT_DRAIN_S = tunables.CONSUMER_EXIT_DRAIN_S  # a graceful stop waits this long for the allocator to move shards away
 SERVER_GRACE_S = 1.0  # a graceful stop lets in-flight Shard RPCs finish this long
 
 
@@ -77,9 +75,9 @@ class Consumer(Member):
         zone: str = "local",
         suffix: str | None = None,
         shard_limit: int = DEFAULT_SHARD_LIMIT,
-        lease_ttl_s: int = DEFAULT_LEASE_TTL_S,
+        lease_ttl_s: int = tunables.LEASE_TTL_S,
         max_hot_standbys: int = MAX_HOT_STANDBYS_DEFAULT,
-        exit_drain_s: float = DEFAULT_EXIT_DRAIN_S,
+        exit_drain_s: float = tunables.CONSUMER_EXIT_DRAIN_S,
         watch_apply_delay_s: float = 0.01,
         hooks: Hooks | None = None,
         host: str = "127.0.0.1",

@@ -44,9 +44,6 @@ from gazette.protocol.errors import ConfigurationError, StateError, ValidationEr
 
 log = logging.getLogger(__name__)
 
-START_TIMEOUT_S = tunables.CONSUMER_START_TIMEOUT_S
-STOP_TIMEOUT_S = tunables.CONSUMER_STOP_TIMEOUT_S
-POLL_INTERVAL_S = tunables.LOCAL_POLL_INTERVAL_S
 WATCH_INTERVAL_S = 0.2  # how often the watcher looks for members that exited by themselves
 MODES = ("inprocess", "subprocess")
 # What `python -m` runs for a subprocess member, with `gazette consumer run`'s arguments: the CLI, or
@@ -188,7 +185,7 @@ class ConsumerGroup:
             finally:
                 await client.close()
 
-        return self._loop.run(run(), timeout=START_TIMEOUT_S)
+        return self._loop.run(run(), timeout=tunables.CONSUMER_START_TIMEOUT_S)
 
     def list_shards(self) -> list[ShardInfo]:
         async def run() -> list[ShardInfo]:
@@ -198,7 +195,7 @@ class ConsumerGroup:
             finally:
                 await client.close()
 
-        return self._loop.run(run(), timeout=START_TIMEOUT_S)
+        return self._loop.run(run(), timeout=tunables.CONSUMER_START_TIMEOUT_S)
 
     def client(self) -> ShardClient:
         """A ShardClient of this group's members (found through etcd; shared, closed with the group):
@@ -222,7 +219,7 @@ class ConsumerGroup:
             if time.monotonic() > deadline:
                 listing = {s.spec.id: [(r.suffix, r.slot, str(r.status)) for r in s.replicas] for s in shards}
                 raise TimeoutError(f"waited {timeout:.0f} s for {what or predicate!r}; shards: {listing}")
-            time.sleep(POLL_INTERVAL_S)
+            time.sleep(tunables.LOCAL_POLL_INTERVAL_S)
 
     def wait_for_primaries(self, timeout: float = 60.0) -> list[ShardInfo]:
         """Waits until every enabled shard has a PRIMARY replica."""
@@ -277,7 +274,7 @@ class ConsumerGroup:
                 broker_auth_keys=self.security.auth_keys, broker_tls=self.security.client_tls,
                 broker_keepalive=self.broker_keepalive,
             )  # fmt: skip
-            self._loop.run(_started(consumer), timeout=START_TIMEOUT_S)
+            self._loop.run(_started(consumer), timeout=tunables.CONSUMER_START_TIMEOUT_S)
             m.consumer, m.endpoint, m.metrics = consumer, consumer.endpoint, consumer.metrics_endpoint
         else:
             self._spawn(m)
@@ -354,7 +351,7 @@ class ConsumerGroup:
         }
         with open(m.log_path, "ab") as log_file:
             m.proc = spawn(cmd, stdout=subprocess.PIPE, stderr=log_file, stdin=subprocess.DEVNULL, env=env)
-        ready = read_ready_line(m.proc, START_TIMEOUT_S)
+        ready = read_ready_line(m.proc, tunables.CONSUMER_START_TIMEOUT_S)
         if ready is None:
             terminate(m.proc)
             with open(m.log_path, errors="replace") as f:
@@ -373,12 +370,12 @@ class ConsumerGroup:
         m.stopped = True
         consumer, m.consumer = m.consumer, None
         if consumer is not None:
-            self._loop.run(consumer.stop(graceful=graceful), timeout=STOP_TIMEOUT_S)
+            self._loop.run(consumer.stop(graceful=graceful), timeout=tunables.CONSUMER_STOP_TIMEOUT_S)
         proc = m.proc
         if proc is not None:
             if proc.poll() is None:
                 if graceful:
-                    terminate(proc, timeout=STOP_TIMEOUT_S)
+                    terminate(proc, timeout=tunables.CONSUMER_STOP_TIMEOUT_S)
                 else:
                     proc.kill()
                     proc.wait()
@@ -429,9 +426,9 @@ class ConsumerGroup:
         for proc in procs:
             _signal_stop(proc)
         if consumers:
-            self._loop.run(_stop_all(consumers), timeout=STOP_TIMEOUT_S)
-        for proc in terminate_all(procs, STOP_TIMEOUT_S):
-            log.warning("consumer pid %d did not stop within %.0f s and was killed", proc.pid, STOP_TIMEOUT_S)
+            self._loop.run(_stop_all(consumers), timeout=tunables.CONSUMER_STOP_TIMEOUT_S)
+        for proc in terminate_all(procs, tunables.CONSUMER_STOP_TIMEOUT_S):
+            log.warning("consumer pid %d did not stop within %.0f s and was killed", proc.pid, tunables.CONSUMER_STOP_TIMEOUT_S)
         for m in self.members:
             if m.proc is not None and m.proc.stdout is not None:
                 m.proc.stdout.close()

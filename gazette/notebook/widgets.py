@@ -29,7 +29,6 @@ from aetcd.utils import prefix_range_end
 from gazette import tunables
 
 DEFAULT_INTERVAL_S = 1.0
-STOP_TIMEOUT_S = tunables.NOTEBOOK_STOP_TIMEOUT_S
 WATCH_START_TIMEOUT_S = 30.0
 DEFAULT_BROKER_ROOT = "/gazette/cluster"  # the brokers' (and LocalCluster's) default etcd root
 
@@ -94,7 +93,7 @@ class _LiveView(widgets.VBox):
         """Stops auto-refresh and waits for the thread to end."""
         self._stop.set()
         if self._thread is not None:
-            self._thread.join(STOP_TIMEOUT_S)
+            self._thread.join(tunables.NOTEBOOK_STOP_TIMEOUT_S)
             self._thread = None
 
     @property
@@ -203,7 +202,7 @@ class _Watch:
                 await ks.stop()
             await self.etcd.close()
 
-        self.loop.run(run(), timeout=STOP_TIMEOUT_S)
+        self.loop.run(run(), timeout=tunables.NOTEBOOK_STOP_TIMEOUT_S)
 
 
 class ClusterView(_LiveView):
