@@ -48,6 +48,7 @@ from gazette.keyspace.keyspace import KeySpace
 from gazette.member import LeaseLossPolicy, Member
 from gazette.protocol import gazette_py_pb2_grpc, shard_pb2_grpc
 from gazette.protocol.endpoints import check_keepalive
+from gazette.protocol.errors import ValidationError
 
 log = logging.getLogger(__name__)
 
@@ -100,7 +101,7 @@ class Consumer(Member):
         if not isinstance(app, Application):
             raise TypeError(f"{app!r} is not a gazette.consumer.Application")
         if isinstance(shard_limit, bool) or not isinstance(shard_limit, int) or shard_limit < 0:
-            raise ValueError(f"shard_limit {shard_limit!r} is not an integer >= 0")
+            raise ValidationError(f"shard_limit {shard_limit!r} is not an integer >= 0")
         super().__init__(
             etcd_endpoint, root=root, zone=zone, suffix=suffix, lease_ttl_s=lease_ttl_s,
             exit_drain_s=exit_drain_s, watch_apply_delay_s=watch_apply_delay_s, host=host, port=port,
