@@ -31,7 +31,7 @@ from gazette.message.uuid import Clock, new_producer_id
 MESSAGE_BYTES = 100  # framed size of each message, newline and UUID included
 GOAL_MSGS_PER_S = 200_000  # the messages issue: ReadCommitted of 100-byte JSON messages, one process
 TXN_MESSAGES = 1000  # uncommitted messages per transaction (then one ACK), like a consumer's
-DECODE_CHUNK_BYTES = 256 * 1024  # the broker's read chunk (gazette.broker.read.READ_CHUNK_BYTES)
+DECODE_CHUNK_BYTES = 256 * 1024  # the broker's read chunk (gazette.tunables.BROKER_READ_CHUNK_BYTES)
 LIMIT_REPEATS = 3  # a limit is the best of this many passes (the first one pays for cold allocations)
 NDJSON = "application/x-ndjson"
 UNIT = "k msg/s"

@@ -48,9 +48,6 @@ from gazette.tasks import TaskGroup, cancel_and_wait
 
 log = logging.getLogger(__name__)
 
-STOP_TASKS_TIMEOUT_S = tunables.STOP_TASKS_TIMEOUT_S  # a stop's wait for background tasks, then cancel
-RENEW_RETRY_S = tunables.RENEW_RETRY_S  # between attempts to re-lease and re-announce (RENEW policy)
-
 
 class LeaseLossPolicy(enum.Enum):
     """What a member does when its etcd lease is lost."""
@@ -160,10 +157,6 @@ class Member:
         """Whether a stop revokes the lease (else it is left to expire, as after a crash)."""
         return graceful
 
-    def _ignores_lease_loss(self) -> bool:
-        """True to act on nothing when the lease is lost (gazette.testing.zombie makes a zombie so)."""
-        return False
-
     def _before_renewal(self) -> None:
         """RENEW policy: what to drop or keep before the new lease (called once per loss)."""
 
@@ -215,8 +208,8 @@ class Member:
     async def stop(self, graceful: bool = True) -> None:
         """Gracefully: marks itself exiting and waits (up to `exit_drain_s`) for the allocator to
         move its items away, then stops. Otherwise (a crash): stops at once. Either way the server,
-        the reconcile loop, the allocator and the items stop, background tasks get STOP_TASKS_TIMEOUT_S
-        (the late ones are cancelled and named), `_before_lease_ends` runs, and the lease is revoked
+        the reconcile loop, the allocator and the items stop, background tasks get
+        tunables.STOP_TASKS_TIMEOUT_S (the late ones are cancelled and named), `_before_lease_ends` runs, and the lease is revoked
         or left to expire (`_revoke_on_stop`). Idempotent."""
         if self._stopping:
             return
@@ -230,10 +223,10 @@ class Member:
             await cancel_and_wait(self._reconciler)
             await self.allocator.stop()
             await self._stop_items(graceful)
-            late = await self.tasks.stop(STOP_TASKS_TIMEOUT_S)
+            late = await self.tasks.stop(tunables.STOP_TASKS_TIMEOUT_S)
             if late:
                 log.warning("%s: cancelled %d task(s) still running %.0f s into its stop: %s",
-                            self.name, len(late), STOP_TASKS_TIMEOUT_S, ", ".join(late))  # fmt: skip
+                            self.name, len(late), tunables.STOP_TASKS_TIMEOUT_S, ", ".join(late))  # fmt: skip
             await self._before_lease_ends(graceful)
         finally:
             # Also when this stop is itself cancelled (a caller's bound ran out): the KeySpace watch,
@@ -265,9 +258,6 @@ class Member:
 
     # --- the lease -------------------------------------------------------------------------------
     def _on_lease_lost(self, reason: Exception) -> None:
-        if self._ignores_lease_loss():
-            log.warning("%s lost its etcd lease (%s); ignored: holding its etcd view", self.name, reason)
-            return
         if self.lease_loss is LeaseLossPolicy.STOP:
             log.error("%s lost its etcd lease (%s); stopping", self.name, reason)
             if not self._stopping:
@@ -290,7 +280,7 @@ class Member:
                     session = await Session.grant(self.etcd, self.lease_ttl_s)
                 except Exception as exc:  # etcd still away
                     log.warning("%s cannot get a new lease yet: %s", self.name, exc)
-                    await asyncio.sleep(RENEW_RETRY_S)
+                    await asyncio.sleep(tunables.RENEW_RETRY_S)
                     continue
                 self.session = session
                 try:
@@ -302,7 +292,7 @@ class Member:
                     # never announce, hold nothing and never exit.
                     log.warning("%s could not announce under its new lease yet: %s", self.name, exc)
                     await session.close(revoke=False)
-                    await asyncio.sleep(RENEW_RETRY_S)
+                    await asyncio.sleep(tunables.RENEW_RETRY_S)
             else:
                 return
             self.allocator = self._new_allocator()

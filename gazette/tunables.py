@@ -1,9 +1,9 @@
 """Timing and size defaults that more than one module uses: one name per value
 (docs/architecture.md#tunables).
 
-Each module that needs one of these imports it from here (a module may keep its older local name as
-an alias, e.g. `DEFAULT_LEASE_TTL_S = tunables.LEASE_TTL_S`, for code and tests that import it).
-Standard library only; imports nothing of gazette, so every layer may import it.
+Each module that needs one of these reads it from here where it is used (`tunables.LEASE_TTL_S`),
+under this name only: no module keeps a local alias, so a name means one value everywhere and a test
+patches the tunable itself. Standard library only; imports nothing of gazette, so every layer may import it.
 """
 
 from __future__ import annotations
@@ -35,6 +35,8 @@ BROKER_MAX_REPLICATION = 9
 # A primary (append) or replica (Replicate) whose Replica is not built yet (the reconcile lags the
 # KeySpace) looks again after this long.
 REPLICA_WAIT_S = 0.02
+# The most journals one broker holds unless its --broker.limit says otherwise (Gazette's default).
+BROKER_JOURNAL_LIMIT = 1024
 # The largest content chunk a broker sends in one ReadResponse (Gazette sends 32 KiB - 32;
 # per-message overhead dominates in Python, so chunks are larger here).
 BROKER_READ_CHUNK_BYTES = 256 * 1024

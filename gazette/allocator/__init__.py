@@ -9,7 +9,6 @@ transactions (`converge`, `txn`). Generic over item and member values through an
 
 from gazette.allocator.allocator import Allocator, MemberKeyLost, solve_state
 from gazette.allocator.announce import (
-    DEFAULT_LEASE_TTL_S,
     Announcement,
     AnnouncementConflict,
     LeaseLost,
@@ -29,7 +28,6 @@ from gazette.allocator.journals import (
 from gazette.allocator.state import AdapterError, AllocatorAdapter, Assignment, Item, Member, State
 
 __all__ = [
-    "DEFAULT_LEASE_TTL_S",
     "AdapterError",
     "Allocator",
     "AllocatorAdapter",

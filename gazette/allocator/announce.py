@@ -23,7 +23,6 @@ from gazette.tasks import cancel_and_wait
 
 log = logging.getLogger(__name__)
 
-DEFAULT_LEASE_TTL_S = tunables.LEASE_TTL_S
 ANNOUNCE_RETRY_S = 10.0
 # A lease is refreshed three times per TTL, so one or two lost refreshes do not lose it.
 KEEP_ALIVE_PER_TTL = 3
@@ -54,7 +53,7 @@ class Session:
         self._task: asyncio.Task[None] | None = None
 
     @classmethod
-    async def grant(cls, client: aetcd.Client, ttl_s: int = DEFAULT_LEASE_TTL_S) -> Session:
+    async def grant(cls, client: aetcd.Client, ttl_s: int = tunables.LEASE_TTL_S) -> Session:
         if isinstance(ttl_s, bool) or not isinstance(ttl_s, int) or ttl_s < 1:
             raise ValueError(f"lease TTL {ttl_s!r} is not a whole number of seconds >= 1")
         lease = await client.lease(ttl_s)
@@ -72,6 +71,11 @@ class Session:
             fn(self.lost_reason)
         else:
             self._callbacks.append(fn)
+
+    def remove_lost_callback(self, fn: Callable[[LeaseLost], None]) -> None:
+        """`fn` no longer runs when the lease is lost (a no-op if it was not added, or already ran)."""
+        if fn in self._callbacks:
+            self._callbacks.remove(fn)
 
     async def wait_lost(self) -> LeaseLost:
         """Returns (not raises) the reason once the lease is lost."""

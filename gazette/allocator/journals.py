@@ -16,11 +16,8 @@ from gazette.allocator.state import AllocatorAdapter, Assignment
 from gazette.protocol import broker_pb2 as pb
 from gazette.protocol.spec import JournalSpec, SuspendLevel
 
-# The broker's --max-replication default (docs/semantics.md#journal-specs).
-DEFAULT_MAX_REPLICATION = tunables.BROKER_MAX_REPLICATION
 
-
-def journal_desired_replication(spec: JournalSpec, max_replication: int = DEFAULT_MAX_REPLICATION) -> int:
+def journal_desired_replication(spec: JournalSpec, max_replication: int = tunables.BROKER_MAX_REPLICATION) -> int:
     """`replication` capped at `max_replication`; 0 when suspended FULL, 1 when PARTIAL (1.2)."""
     if spec.suspend_level == SuspendLevel.FULL:
         return 0
@@ -78,7 +75,7 @@ def journal_is_consistent(assignments: Sequence[Assignment]) -> bool:
     return all(a.value is not None and route_equivalent(a.value, route) for a in assignments)
 
 
-def journal_adapter(max_replication: int = DEFAULT_MAX_REPLICATION) -> AllocatorAdapter:
+def journal_adapter(max_replication: int = tunables.BROKER_MAX_REPLICATION) -> AllocatorAdapter:
     """The AllocatorAdapter of a broker cluster."""
     return AllocatorAdapter(
         item_replication=lambda spec: journal_desired_replication(spec, max_replication),

@@ -61,8 +61,6 @@ log = logging.getLogger(__name__)
 # Appends wait for an unhealthy primary store through this many failed checks
 # (docs/semantics.md#fragment-stores).
 STORE_HEALTH_MAX_FAILED_CHECKS = 5
-# A primary whose replica is not yet built (the reconcile lags the KeySpace) re-resolves after this.
-REPLICA_WAIT_S = tunables.REPLICA_WAIT_S
 # SUSPEND_IF_FLUSHED takes a journal whose spec has no flush_interval as idle once its last fragment
 # has been persisted this long (Gazette's default of the idle window).
 IDLE_FLUSH_INTERVAL_S = 24 * 3600.0
@@ -232,7 +230,7 @@ class AppendFSM:
             self.return_pipeline()  # no longer primary: release what we held
             self.state = State.AWAIT_DESIRED_REPLICAS
         elif res.replica is None:
-            await asyncio.sleep(REPLICA_WAIT_S)  # assigned here, replica not built yet
+            await asyncio.sleep(tunables.REPLICA_WAIT_S)  # assigned here, replica not built yet
         else:
             if self.owns_pipeline and res.replica is not self.replica:
                 self.return_pipeline()  # the replica was rebuilt (journal re-created)

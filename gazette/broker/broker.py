@@ -50,12 +50,8 @@ from gazette.protocol.status import Status
 log = logging.getLogger(__name__)
 
 DEFAULT_ROOT = "/gazette/cluster"
-DEFAULT_LEASE_TTL_S = tunables.LEASE_TTL_S
-DEFAULT_MAX_REPLICATION = tunables.BROKER_MAX_REPLICATION
-DEFAULT_JOURNAL_LIMIT = 1024  # the most journals a broker holds (Gazette's --broker.limit)
 GRACEFUL_STOP_S = 5.0
 RENEW_HOLD_TTLS = 3  # after a lease renewal, unassigned replicas are kept this many lease TTLs
-DEFAULT_EXIT_DRAIN_S = tunables.BROKER_EXIT_DRAIN_S  # how long a graceful stop waits for the allocator to move journals away
 
 
 class Broker(Member):
@@ -83,12 +79,12 @@ class Broker(Member):
         advertise: str | None = None,
         port: int = 0,
         metrics_port: int | None = 0,
-        journal_limit: int = DEFAULT_JOURNAL_LIMIT,
-        lease_ttl_s: int = DEFAULT_LEASE_TTL_S,
-        max_replication: int = DEFAULT_MAX_REPLICATION,
+        journal_limit: int = tunables.BROKER_JOURNAL_LIMIT,
+        lease_ttl_s: int = tunables.LEASE_TTL_S,
+        max_replication: int = tunables.BROKER_MAX_REPLICATION,
         spool_dir: str | None = None,
         watch_apply_delay_s: float = 0.03,
-        exit_drain_s: float = DEFAULT_EXIT_DRAIN_S,
+        exit_drain_s: float = tunables.BROKER_EXIT_DRAIN_S,
         auth_keys: KeyedAuth | str | None = None,
         server_tls: TLSConfig | None = None,
         peer_tls: TLSConfig | None = None,

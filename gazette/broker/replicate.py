@@ -37,7 +37,6 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-REPLICA_WAIT_S = tunables.REPLICA_WAIT_S
 SPOOL_RECHECK_S = 0.5  # a stream waiting for the spool looks again this often for an idle pipeline
 Request = pb.ReplicateRequest | ReplicateContent  # content-only requests come decoded raw (broker/wire.py)
 
@@ -167,7 +166,7 @@ class ReplicateStream:
                 return pb.ReplicateResponse(status=to_pb(Status.WRONG_ROUTE), header=res.header)
             assert res.invalidated is not None
             if res.replica is None:
-                await asyncio.sleep(REPLICA_WAIT_S)  # assigned here, replica not built yet
+                await asyncio.sleep(tunables.REPLICA_WAIT_S)  # assigned here, replica not built yet
                 continue
             spool = await self._take_spool(res.replica, res)
             if spool is not None:

@@ -59,7 +59,6 @@ CONSUMER_KILL_AT, CONSUMER_KILL_GATE = 0.60, 0.75
 # that fails a health check is retried after 10 s, then 100 s, and appends wait for it meanwhile.
 STEP_TIMEOUT_S = 180.0
 STAT_POLL_TIMEOUT_S = 10.0
-POLL_INTERVAL_S = tunables.LOCAL_POLL_INTERVAL_S
 TOP_WORDS = 10
 REPORT_EVENTS = 200  # events of the batch-report (side effects) example
 SPARK_CONF = {
@@ -130,7 +129,7 @@ class _Gates:
             self.published += n
             done = self.published
         for gate, injected in self._gates:
-            while done >= gate and not injected.wait(POLL_INTERVAL_S):
+            while done >= gate and not injected.wait(tunables.LOCAL_POLL_INTERVAL_S):
                 if self.abort.is_set():
                     raise DemoError("publishing stopped: the demo is aborting")
 
@@ -351,7 +350,7 @@ class _Demo:
                         next_fault += 1
                     if errors:
                         break
-                    time.sleep(POLL_INTERVAL_S)
+                    time.sleep(tunables.LOCAL_POLL_INTERVAL_S)
                 progress.update(task, completed=gates.published)
         finally:
             gates.abort.set()
@@ -449,7 +448,7 @@ class _Demo:
                         f"the consumer did not reach the write heads in {STEP_TIMEOUT_S:.0f} s: behind {behind} "
                         f"(each process wrote its tasks' stacks to its log: {len(logs)} logs under the data dir)"
                     )
-                time.sleep(POLL_INTERVAL_S * 4)
+                time.sleep(tunables.LOCAL_POLL_INTERVAL_S * 4)
         for shard_id, journal in zip(self.shard_ids, self.journals, strict=True):
             shards.stat_shard(shard_id, {journal: self.heads[journal]}, timeout=STEP_TIMEOUT_S)
 

@@ -22,6 +22,7 @@ from rich.markup import escape
 from rich.measure import Measurement
 from rich.table import Table
 
+from gazette import tunables
 from gazette.cli.shards import (
     LogFormat,
     LogFormatOpt,
@@ -509,7 +510,7 @@ def broker_serve(
     lease_ttl: int = typer.Option(20, "--lease-ttl"),
     max_replication: int = typer.Option(9, "--max-replication"),
     journal_limit: int = typer.Option(
-        1024, "--limit", "--broker.limit", envvar="BROKER_LIMIT", min=0,
+        tunables.BROKER_JOURNAL_LIMIT, "--limit", "--broker.limit", envvar="BROKER_LIMIT", min=0,
         help="The most journals this broker holds (announced to the allocator; Gazette's --broker.limit).",
     ),
     exit_drain: float = typer.Option(60.0, "--exit-drain", help="seconds a SIGTERM waits for journals to move away"),

@@ -26,10 +26,8 @@ from gazette.protocol.status import ShardStatus, Status
 
 T = TypeVar("T")
 
-# Pauses between attempts: 50 ms x2, 100 ms x2, 1 s x2, then 5 s (the last one repeats).
-RETRY_BACKOFF_S = tunables.CLIENT_RETRY_BACKOFF_S
-# A bounded call gives up after this many retries (or at its deadline, whichever comes first).
-MAX_RETRY_ATTEMPTS = tunables.CLIENT_MAX_RETRY_ATTEMPTS
+# Pauses between attempts: tunables.CLIENT_RETRY_BACKOFF_S (the last one repeats); a bounded call
+# gives up after tunables.CLIENT_MAX_RETRY_ATTEMPTS retries or at its deadline, whichever comes first.
 # grpc.aio's stand-in for the status of a call whose peer went away while a request was being written
 # (grpc/grpc#36066): the write's failure replaces the UNAVAILABLE a killed peer's end carried.
 RACING_INTERNAL_DETAILS = "Internal error from Core"
@@ -51,7 +49,7 @@ _FATAL_GRPC_NAMES = frozenset(c.name for c in FATAL_GRPC_CODES)
 
 def backoff_s(attempt: int) -> float:
     """The pause before retry number `attempt` (0: the first retry)."""
-    return RETRY_BACKOFF_S[min(attempt, len(RETRY_BACKOFF_S) - 1)]
+    return tunables.CLIENT_RETRY_BACKOFF_S[min(attempt, len(tunables.CLIENT_RETRY_BACKOFF_S) - 1)]
 
 
 def is_retried(exc: grpc.aio.AioRpcError) -> bool:
@@ -171,7 +169,7 @@ class CallPolicy:
     """
 
     statuses: frozenset[IntEnum] = frozenset()
-    max_attempts: int | None = MAX_RETRY_ATTEMPTS
+    max_attempts: int | None = tunables.CLIENT_MAX_RETRY_ATTEMPTS
     once_per_endpoint: bool = False
     persistent: bool = False
     terminal: frozenset[IntEnum] = frozenset()

@@ -49,7 +49,7 @@ from gazette.message.checkpoint import Checkpoint
 from gazette.message.sequencer import Sequencer
 from gazette.protocol import gazette_py_pb2, gazette_py_pb2_grpc, shard_pb2, shard_pb2_grpc
 from gazette.protocol.endpoints import client_options
-from gazette.protocol.errors import ConfigurationError, GazetteError, ValidationError
+from gazette.protocol.errors import ConfigurationError, GazetteError, PeerError, ValidationError
 from gazette.protocol.selector import LabelSelector
 from gazette.protocol.status import ShardStatus
 from gazette.protocol.validate import validate_journal_name, validate_shard_id
@@ -175,8 +175,7 @@ def shard_info_from_pb(s: shard_pb2.ListResponse.Shard) -> ShardInfo:
     with the primary first (slot 0) and the others numbered 1, 2, ... in route order."""
     route = s.route
     if len(route.members) != len(s.status):
-        raise GazetteError(
-            ShardStatus.OK,
+        raise PeerError(
             f'listed shard "{s.spec.id}" has {len(route.members)} route members but {len(s.status)} statuses',
         )
     order = sorted(range(len(route.members)), key=lambda i: i != route.primary)
@@ -186,7 +185,7 @@ def shard_info_from_pb(s: shard_pb2.ListResponse.Shard) -> ShardInfo:
         try:
             status = ReplicaStatus.from_proto(s.status[i])
         except ValueError as exc:
-            raise GazetteError(ShardStatus.OK, f'listed shard "{s.spec.id}": {exc}') from None
+            raise PeerError(f'listed shard "{s.spec.id}": {exc}') from None
         endpoint = route.endpoints[i] if i < len(route.endpoints) else ""
         number = slot if route.primary >= 0 else slot + 1
         replicas.append(ReplicaInfo(member.zone, member.suffix, number, status, endpoint))
@@ -362,7 +361,7 @@ class AsyncShardClient:
                 for n, b in enumerate(resp.backup_hints)
             )
         except RecoveryLogError as exc:
-            raise GazetteError(ShardStatus.OK, str(exc)) from None
+            raise PeerError(str(exc)) from None
         return ShardHints(primary, backups)
 
     # ---- at the primary
@@ -399,7 +398,7 @@ class AsyncShardClient:
         transaction timings. Bounded by `timeout` (the client's default unless given): a paused or
         partitioned primary raises ShardTimeoutError instead of holding the caller (a widget's
         refresh) indefinitely. Only gazette-py consumers serve it (gazette_py.Shards/Inspect); a
-        Gazette consumer's refusal raises a GazetteError saying so, unless `stat_fallback`: then
+        Gazette consumer's refusal raises a PeerError saying so, unless `stat_fallback`: then
         the inspection is built from Gazette's Stat (`from_stat`): the checkpoint's read-through
         offsets, without producer states, ACK intents or transactions, which only Inspect tells."""
         validate_shard_id(shard)
@@ -558,8 +557,7 @@ class AsyncShardClient:
                     if code == grpc.StatusCode.INVALID_ARGUMENT:
                         raise ValidationError(exc.details() or "invalid argument") from None
                     if code == grpc.StatusCode.UNIMPLEMENTED and method in GAZETTE_PY_METHODS:
-                        raise GazetteError(
-                            ShardStatus.OK,
+                        raise PeerError(
                             f"{method} at {endpoint}: the consumer there is not a gazette-py consumer (it "
                             f"does not serve gazette_py.Shards/{method}, only Gazette's consumer.Shard "
                             "service: List, Apply, Stat, GetHints, Unassign)",

@@ -48,11 +48,10 @@ from gazette.keyspace.keyspace import KeySpace
 from gazette.member import LeaseLossPolicy, Member
 from gazette.protocol import gazette_py_pb2_grpc, shard_pb2_grpc
 from gazette.protocol.endpoints import check_keepalive
+from gazette.protocol.errors import ValidationError
 
 log = logging.getLogger(__name__)
 
-DEFAULT_LEASE_TTL_S = tunables.LEASE_TTL_S
-DEFAULT_EXIT_DRAIN_S = tunables.CONSUMER_EXIT_DRAIN_S  # a graceful stop waits this long for the allocator to move shards away
 SERVER_GRACE_S = 1.0  # a graceful stop lets in-flight Shard RPCs finish this long
 
 
@@ -77,9 +76,9 @@ class Consumer(Member):
         zone: str = "local",
         suffix: str | None = None,
         shard_limit: int = DEFAULT_SHARD_LIMIT,
-        lease_ttl_s: int = DEFAULT_LEASE_TTL_S,
+        lease_ttl_s: int = tunables.LEASE_TTL_S,
         max_hot_standbys: int = MAX_HOT_STANDBYS_DEFAULT,
-        exit_drain_s: float = DEFAULT_EXIT_DRAIN_S,
+        exit_drain_s: float = tunables.CONSUMER_EXIT_DRAIN_S,
         watch_apply_delay_s: float = 0.01,
         hooks: Hooks | None = None,
         host: str = "127.0.0.1",
@@ -102,7 +101,7 @@ class Consumer(Member):
         if not isinstance(app, Application):
             raise TypeError(f"{app!r} is not a gazette.consumer.Application")
         if isinstance(shard_limit, bool) or not isinstance(shard_limit, int) or shard_limit < 0:
-            raise ValueError(f"shard_limit {shard_limit!r} is not an integer >= 0")
+            raise ValidationError(f"shard_limit {shard_limit!r} is not an integer >= 0")
         super().__init__(
             etcd_endpoint, root=root, zone=zone, suffix=suffix, lease_ttl_s=lease_ttl_s,
             exit_drain_s=exit_drain_s, watch_apply_delay_s=watch_apply_delay_s, host=host, port=port,

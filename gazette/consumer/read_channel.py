@@ -14,6 +14,8 @@ import asyncio
 import collections
 from typing import Generic, TypeVar
 
+from gazette.protocol.errors import ValidationError
+
 T = TypeVar("T")
 
 
@@ -23,7 +25,7 @@ class ReadChannel(Generic[T]):
 
     def __init__(self, capacity: int) -> None:
         if capacity < 1:
-            raise ValueError(f"read channel capacity {capacity} is not positive")
+            raise ValidationError(f"read channel capacity {capacity} is not positive")
         self.capacity = capacity
         self.buffered = 0
         self.high_water = 0

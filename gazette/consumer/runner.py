@@ -44,11 +44,11 @@ from gazette.protocol.errors import ConfigurationError, StateError, ValidationEr
 
 log = logging.getLogger(__name__)
 
-START_TIMEOUT_S = tunables.CONSUMER_START_TIMEOUT_S
-STOP_TIMEOUT_S = tunables.CONSUMER_STOP_TIMEOUT_S
-POLL_INTERVAL_S = tunables.LOCAL_POLL_INTERVAL_S
 WATCH_INTERVAL_S = 0.2  # how often the watcher looks for members that exited by themselves
 MODES = ("inprocess", "subprocess")
+# What `python -m` runs for a subprocess member, with `gazette consumer run`'s arguments: the CLI, or
+# a module wrapping it (gazette.testing.zombie, which the fencing tests run).
+DEFAULT_ENTRY_MODULE = "gazette.cli.main"
 
 
 @dataclasses.dataclass
@@ -87,7 +87,10 @@ class MemberExit:
 
 
 class ConsumerGroup:
-    """Members `0..processes-1` of one consumer application under `root`."""
+    """Members `0..processes-1` of one consumer application under `root`.
+
+    In mode "subprocess" each member runs `python -m <entry_module> consumer run ...`: the CLI
+    (gazette.cli.main) unless `entry_module` names a module wrapping it."""
 
     def __init__(
         self,
@@ -109,6 +112,7 @@ class ConsumerGroup:
         restart_exited: bool = True,
         security: ClusterSecurity | None = None,
         broker_keepalive: float | None = None,
+        entry_module: str = DEFAULT_ENTRY_MODULE,
     ) -> None:
         if isinstance(processes, bool) or not isinstance(processes, int) or processes < 1:
             raise ValidationError(f"run_consumer needs processes >= 1 (got {processes!r})")
@@ -121,6 +125,10 @@ class ConsumerGroup:
                 "test hooks (Hooks) run in the consumer's own process: they need mode='inprocess' "
                 "(subprocess members are crashed with kill_consumer instead)",
             )
+        if mode != "subprocess" and entry_module != DEFAULT_ENTRY_MODULE:
+            raise ConfigurationError(
+                f"entry_module={entry_module!r} is the module a member process runs: it needs mode='subprocess'"
+            )
         self.app = app
         self.etcd = etcd
         self.broker = broker
@@ -131,6 +139,7 @@ class ConsumerGroup:
         self.hooks = hooks or Hooks()
         self.exit_drain_s = exit_drain_s
         self.mode = mode
+        self.entry_module = entry_module
         self.log_level = log_level
         # Auth keys and TLS of the whole cluster: members verify and sign with them, as the group's client.
         self.security = security or ClusterSecurity()
@@ -176,7 +185,7 @@ class ConsumerGroup:
             finally:
                 await client.close()
 
-        return self._loop.run(run(), timeout=START_TIMEOUT_S)
+        return self._loop.run(run(), timeout=tunables.CONSUMER_START_TIMEOUT_S)
 
     def list_shards(self) -> list[ShardInfo]:
         async def run() -> list[ShardInfo]:
@@ -186,7 +195,7 @@ class ConsumerGroup:
             finally:
                 await client.close()
 
-        return self._loop.run(run(), timeout=START_TIMEOUT_S)
+        return self._loop.run(run(), timeout=tunables.CONSUMER_START_TIMEOUT_S)
 
     def client(self) -> ShardClient:
         """A ShardClient of this group's members (found through etcd; shared, closed with the group):
@@ -210,7 +219,7 @@ class ConsumerGroup:
             if time.monotonic() > deadline:
                 listing = {s.spec.id: [(r.suffix, r.slot, str(r.status)) for r in s.replicas] for s in shards}
                 raise TimeoutError(f"waited {timeout:.0f} s for {what or predicate!r}; shards: {listing}")
-            time.sleep(POLL_INTERVAL_S)
+            time.sleep(tunables.LOCAL_POLL_INTERVAL_S)
 
     def wait_for_primaries(self, timeout: float = 60.0) -> list[ShardInfo]:
         """Waits until every enabled shard has a PRIMARY replica."""
@@ -265,7 +274,7 @@ class ConsumerGroup:
                 broker_auth_keys=self.security.auth_keys, broker_tls=self.security.client_tls,
                 broker_keepalive=self.broker_keepalive,
             )  # fmt: skip
-            self._loop.run(_started(consumer), timeout=START_TIMEOUT_S)
+            self._loop.run(_started(consumer), timeout=tunables.CONSUMER_START_TIMEOUT_S)
             m.consumer, m.endpoint, m.metrics = consumer, consumer.endpoint, consumer.metrics_endpoint
         else:
             self._spawn(m)
@@ -319,7 +328,7 @@ class ConsumerGroup:
     def _spawn(self, m: _Member) -> None:
         m.log_path = os.path.join(self.data_dir, f"{m.suffix}.log")
         cmd = [
-            sys.executable, "-m", "gazette.cli.main", "consumer", "run", "--app-pickle", self._app_file,
+            sys.executable, "-m", self.entry_module, "consumer", "run", "--app-pickle", self._app_file,
             "--etcd", self.etcd, "--broker", self.broker, "--root", self.root, "--zone", m.zone,
             "--suffix", m.suffix, "--port", "0", "--shard-limit", str(self.shard_limit),
             "--lease-ttl", str(self.lease_ttl_s), "--exit-drain", str(self.exit_drain_s),
@@ -342,7 +351,7 @@ class ConsumerGroup:
         }
         with open(m.log_path, "ab") as log_file:
             m.proc = spawn(cmd, stdout=subprocess.PIPE, stderr=log_file, stdin=subprocess.DEVNULL, env=env)
-        ready = read_ready_line(m.proc, START_TIMEOUT_S)
+        ready = read_ready_line(m.proc, tunables.CONSUMER_START_TIMEOUT_S)
         if ready is None:
             terminate(m.proc)
             with open(m.log_path, errors="replace") as f:
@@ -361,12 +370,12 @@ class ConsumerGroup:
         m.stopped = True
         consumer, m.consumer = m.consumer, None
         if consumer is not None:
-            self._loop.run(consumer.stop(graceful=graceful), timeout=STOP_TIMEOUT_S)
+            self._loop.run(consumer.stop(graceful=graceful), timeout=tunables.CONSUMER_STOP_TIMEOUT_S)
         proc = m.proc
         if proc is not None:
             if proc.poll() is None:
                 if graceful:
-                    terminate(proc, timeout=STOP_TIMEOUT_S)
+                    terminate(proc, timeout=tunables.CONSUMER_STOP_TIMEOUT_S)
                 else:
                     proc.kill()
                     proc.wait()
@@ -417,9 +426,9 @@ class ConsumerGroup:
         for proc in procs:
             _signal_stop(proc)
         if consumers:
-            self._loop.run(_stop_all(consumers), timeout=STOP_TIMEOUT_S)
-        for proc in terminate_all(procs, STOP_TIMEOUT_S):
-            log.warning("consumer pid %d did not stop within %.0f s and was killed", proc.pid, STOP_TIMEOUT_S)
+            self._loop.run(_stop_all(consumers), timeout=tunables.CONSUMER_STOP_TIMEOUT_S)
+        for proc in terminate_all(procs, tunables.CONSUMER_STOP_TIMEOUT_S):
+            log.warning("consumer pid %d did not stop within %.0f s and was killed", proc.pid, tunables.CONSUMER_STOP_TIMEOUT_S)
         for m in self.members:
             if m.proc is not None and m.proc.stdout is not None:
                 m.proc.stdout.close()

@@ -31,7 +31,6 @@ from gazette.tasks import dump_tasks
 LEASE_LOST_EXIT_CODE = 3
 FAILED_EXIT_CODE = 1
 EXIT_LINE_PREFIX = "gazette consumer run: member "
-HOLD_VIEW_ENV = "GAZETTE_TEST_HOLD_VIEW_ON_SIGUSR1"  # a test hook: SIGUSR1 makes the member a zombie
 
 
 class ApplicationLoadError(ValidationError):
@@ -175,10 +174,6 @@ async def serve(consumer: Consumer) -> None:
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, on_signal, sig)
     loop.add_signal_handler(signal.SIGUSR2, dump_tasks)  # what each task waits on, to the log
-    if os.environ.get(HOLD_VIEW_ENV) == "1":  # zombie tests only: see gazette.testing.zombie
-        from gazette.testing.zombie import hold_etcd_view
-
-        loop.add_signal_handler(signal.SIGUSR1, hold_etcd_view, consumer)
     # Ready only once the handlers are in place: a signal sent at once must not kill it unhandled.
     print(json.dumps(ready), flush=True)
     signalled = asyncio.ensure_future(stop.wait())

@@ -23,7 +23,6 @@ from gazette.protocol.errors import StoreError, ValidationError
 
 log = logging.getLogger(__name__)
 
-READ_CHUNK_BYTES = tunables.STORE_READ_CHUNK_BYTES  # compressed bytes read from the store per step
 SPOOL_IN_MEMORY_BYTES = 8 << 20  # compressed output kept in memory before spilling to a temp file
 
 
@@ -151,7 +150,7 @@ def _read_verified(fragment: Fragment, start: int) -> Iterator[bytes]:
     stream = store.open(key)
     try:
         while True:
-            raw = stream.read(READ_CHUNK_BYTES)
+            raw = stream.read(tunables.STORE_READ_CHUNK_BYTES)
             try:
                 out = take(decoder.feed(raw)) if raw else take(decoder.finish())
             except CodecError as e:

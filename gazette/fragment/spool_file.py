@@ -17,8 +17,6 @@ from gazette import tunables
 from gazette.protocol.errors import GazetteError
 from gazette.protocol.status import Status
 
-READ_CHUNK_BYTES = tunables.SPOOL_READ_CHUNK_BYTES
-
 
 class SpoolError(GazetteError):
     """A spool or spool file was driven against its rules (wrong content delta, offset outside the file)."""
@@ -86,7 +84,7 @@ class SpoolFile:
             got += len(more)
         return b"".join(parts)
 
-    def reader(self, begin: int, end: int, chunk: int = READ_CHUNK_BYTES) -> Iterator[bytes]:
+    def reader(self, begin: int, end: int, chunk: int = tunables.SPOOL_READ_CHUNK_BYTES) -> Iterator[bytes]:
         """Yields the bytes of [begin, end) in chunks of at most `chunk`; errors if the file ends early."""
         if end < begin:
             raise SpoolError(f"read range [{begin}, {end}) has end < begin")

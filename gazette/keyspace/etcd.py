@@ -28,8 +28,6 @@ from aetcd import rpc
 from gazette import tunables
 from gazette.keyspace import procutil
 
-START_TIMEOUT_S = tunables.ETCD_START_TIMEOUT_S
-STOP_TIMEOUT_S = tunables.ETCD_STOP_TIMEOUT_S
 HEALTH_POLL_INTERVAL_S = 0.05
 BIND_ATTEMPTS = 5
 LOG_TAIL_LINES = 30
@@ -188,7 +186,7 @@ class EmbeddedEtcd:
         raise AssertionError("not reached")
 
     def stop(self) -> None:
-        """SIGTERM, wait for a graceful exit (SIGKILL after STOP_TIMEOUT_S); removes the temp dir. Idempotent."""
+        """SIGTERM, wait for a graceful exit (SIGKILL after tunables.ETCD_STOP_TIMEOUT_S); removes the temp dir. Idempotent."""
         self._terminate()
         if self._work_dir is not None:
             shutil.rmtree(self._work_dir, ignore_errors=True)
@@ -216,10 +214,10 @@ class EmbeddedEtcd:
         """
         pid = self._running_pid()
         os.kill(pid, signal.SIGSTOP)
-        deadline = time.monotonic() + STOP_TIMEOUT_S
+        deadline = time.monotonic() + tunables.ETCD_STOP_TIMEOUT_S
         while not _all_threads_stopped(pid):
             if time.monotonic() > deadline:
-                raise RuntimeError(f"etcd (pid {pid}) did not stop within {STOP_TIMEOUT_S:.0f} s of SIGSTOP")
+                raise RuntimeError(f"etcd (pid {pid}) did not stop within {tunables.ETCD_STOP_TIMEOUT_S:.0f} s of SIGSTOP")
             time.sleep(0.001)
 
     def resume(self) -> None:
@@ -250,7 +248,7 @@ class EmbeddedEtcd:
 
     def _terminate(self) -> None:
         if self._proc is not None:
-            procutil.terminate(self._proc, timeout=STOP_TIMEOUT_S)
+            procutil.terminate(self._proc, timeout=tunables.ETCD_STOP_TIMEOUT_S)
             self._proc = None
 
     def _launch(self, binary: str) -> None:
@@ -287,7 +285,7 @@ class EmbeddedEtcd:
 
     def _wait_healthy(self) -> None:
         assert self._proc is not None
-        deadline = time.monotonic() + START_TIMEOUT_S
+        deadline = time.monotonic() + tunables.ETCD_START_TIMEOUT_S
         url = f"http://{self._url_host}:{self._client_port}/health"
         while True:
             if self._proc.poll() is not None:
@@ -310,7 +308,7 @@ class EmbeddedEtcd:
             if time.monotonic() > deadline:
                 self._terminate()
                 raise RuntimeError(
-                    f"etcd at {url} was not healthy within {START_TIMEOUT_S:.0f} s; log {self.log_path}:\n"
+                    f"etcd at {url} was not healthy within {tunables.ETCD_START_TIMEOUT_S:.0f} s; log {self.log_path}:\n"
                     f"{self._log_tail()}"
                 )
             time.sleep(HEALTH_POLL_INTERVAL_S)

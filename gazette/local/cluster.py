@@ -52,9 +52,8 @@ MODES = ("inprocess", "subprocess")
 BROKER_KINDS = ("gazette-py", "gazette")
 BROKER_START_TIMEOUT_S = 60.0
 PAUSE_TIMEOUT_S = 10.0
-# A gracefully stopping broker waits this long for the allocator to move its journals away.
-DEFAULT_EXIT_DRAIN_S = tunables.LOCAL_EXIT_DRAIN_S
-# ... and then this long, at most, to persist its spools and exit before it is killed.
+# A gracefully stopping broker, once its exit drain (exit_drain_s) is over, has this long at most to
+# persist its spools and exit before it is killed.
 STOP_GRACE_S = 15.0
 CLIENT_CLOSE_TIMEOUT_S = 10.0
 # How long a closing cluster of only Gazette brokers waits for them after SIGTERM before SIGKILL.
@@ -102,7 +101,7 @@ class LocalCluster:
         data_dir: str | None = None,
         etcd: str | None = None,
         max_replication: int = tunables.BROKER_MAX_REPLICATION,
-        exit_drain_s: float = DEFAULT_EXIT_DRAIN_S,
+        exit_drain_s: float = tunables.LOCAL_EXIT_DRAIN_S,
         log_level: str = "WARNING",
         etcd_fsync: bool = False,
         broker_kinds: tuple[str, ...] | list[str] | None = None,

@@ -32,7 +32,7 @@ from gazette.message.framing import Framing, framing_for
 from gazette.message.framing.json_lines import JSONFraming
 from gazette.message.mapping import CONTENT_TYPE_LABEL
 from gazette.message.uuid import CLOCK_TICK, PRODUCER_ID_BYTES, Clock, Flags, UUIDText, new_producer_id
-from gazette.protocol.errors import ConfigurationError, GazetteError, StateError
+from gazette.protocol.errors import ConfigurationError, GazetteError, StateError, ValidationError
 from gazette.protocol.selector import LabelSelector
 from gazette.protocol.status import Status
 
@@ -95,7 +95,7 @@ class Publisher:
         if producer_id is None:
             producer_id = new_producer_id()
         elif not isinstance(producer_id, bytes | bytearray) or len(producer_id) != PRODUCER_ID_BYTES:
-            raise ValueError(f"producer_id {producer_id!r} is not {PRODUCER_ID_BYTES} bytes")
+            raise ValidationError(f"producer_id {producer_id!r} is not {PRODUCER_ID_BYTES} bytes")
         self.producer_id = bytes(producer_id)
         self._own_clock = clock is None
         self.clock = Clock.now() if clock is None else clock

@@ -13,6 +13,8 @@ import threading
 import time
 import uuid as _uuid
 
+from gazette.protocol.errors import ValidationError
+
 UUID = _uuid.UUID
 
 # 100 ns intervals between the Gregorian epoch (1582-10-15) and the Unix epoch.
@@ -41,7 +43,7 @@ def new_producer_id() -> bytes:
 
 def _check_producer(producer_id: bytes) -> bytes:
     if not isinstance(producer_id, (bytes, bytearray)) or len(producer_id) != PRODUCER_ID_BYTES:
-        raise ValueError(f"producer id {producer_id!r} is not {PRODUCER_ID_BYTES} bytes")
+        raise ValidationError(f"producer id {producer_id!r} is not {PRODUCER_ID_BYTES} bytes")
     return bytes(producer_id)
 
 
@@ -49,9 +51,9 @@ def build_uuid(producer_id: bytes, clock: int, flags: int) -> UUID:
     """Builds the v1 UUID of (producer, clock, flags); raises ValueError naming a bad field."""
     pid = _check_producer(producer_id)
     if not 0 <= clock < 1 << 64:
-        raise ValueError(f"clock {clock} is not an unsigned 64-bit value")
+        raise ValidationError(f"clock {clock} is not an unsigned 64-bit value")
     if not 0 <= flags <= FLAGS_MASK:
-        raise ValueError(f"flags {flags:#x} do not fit in 10 bits (max {FLAGS_MASK:#x})")
+        raise ValidationError(f"flags {flags:#x} do not fit in 10 bits (max {FLAGS_MASK:#x})")
     ts = clock >> 4
     time_low = ts & 0xFFFFFFFF
     time_mid = (ts >> 32) & 0xFFFF
@@ -116,7 +118,7 @@ class UUIDText:
 def _check_v1(u: UUID) -> bytes:
     raw = u.bytes
     if raw[6] >> 4 != 1 or raw[8] & 0xC0 != 0x80:
-        raise ValueError(f"UUID {u} is not an RFC 4122 version-1 UUID (version {raw[6] >> 4})")
+        raise ValidationError(f"UUID {u} is not an RFC 4122 version-1 UUID (version {raw[6] >> 4})")
     return raw
 
 

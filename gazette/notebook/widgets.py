@@ -27,9 +27,9 @@ from aetcd import rpc
 from aetcd.utils import prefix_range_end
 
 from gazette import tunables
+from gazette.protocol.errors import ValidationError
 
 DEFAULT_INTERVAL_S = 1.0
-STOP_TIMEOUT_S = tunables.NOTEBOOK_STOP_TIMEOUT_S
 WATCH_START_TIMEOUT_S = 30.0
 DEFAULT_BROKER_ROOT = "/gazette/cluster"  # the brokers' (and LocalCluster's) default etcd root
 
@@ -68,7 +68,7 @@ class _LiveView(widgets.VBox):
         """Refreshes every `interval_s` seconds on a daemon thread until `stop()`; a failed refresh
         shows its error in the status line and is retried at the next tick."""
         if interval_s <= 0:
-            raise ValueError(f"auto-refresh interval_s {interval_s} must be > 0")
+            raise ValidationError(f"auto-refresh interval_s {interval_s} must be > 0")
         if self.running:
             return
         self._stop.clear()
@@ -94,7 +94,7 @@ class _LiveView(widgets.VBox):
         """Stops auto-refresh and waits for the thread to end."""
         self._stop.set()
         if self._thread is not None:
-            self._thread.join(STOP_TIMEOUT_S)
+            self._thread.join(tunables.NOTEBOOK_STOP_TIMEOUT_S)
             self._thread = None
 
     @property
@@ -203,7 +203,7 @@ class _Watch:
                 await ks.stop()
             await self.etcd.close()
 
-        self.loop.run(run(), timeout=STOP_TIMEOUT_S)
+        self.loop.run(run(), timeout=tunables.NOTEBOOK_STOP_TIMEOUT_S)
 
 
 class ClusterView(_LiveView):
@@ -262,14 +262,14 @@ class ClusterView(_LiveView):
             if not self._watch.has_brokers():
                 if root is not None or consumer_root is not None:
                     self._watch.stop()
-                    raise ValueError(
+                    raise ValidationError(
                         f'ClusterView: no broker is announced under etcd root "{self._watch.brokers.root}"'
                     )
                 self._watch.stop()  # the default root is not this cluster's: poll its brokers instead
                 self._watch = None
                 self._note = f"; no brokers under {DEFAULT_BROKER_ROOT} in etcd: pass root= to watch"
         elif consumer_root:
-            raise ValueError(
+            raise ValidationError(
                 f"ClusterView(consumer_root={consumer_root!r}) watches etcd: pass etcd= (an endpoint)"
             )
         self.refresh()
@@ -503,7 +503,7 @@ def _inspect_of(source: Any, shard: str | None) -> Any:
     """Inspect of `shard` through a ShardClient, or through a journal Client that knows its consumers
     (`CheckpointView(client, "count-000")` with a LocalCluster's client)."""
     if shard is None:
-        raise ValueError("a shard view needs the shard id: pass (client, shard)")
+        raise ValidationError("a shard view needs the shard id: pass (client, shard)")
     if hasattr(source, "inspect_shard"):
         return source.inspect_shard(shard)
     from gazette.consumer.client import ShardClient

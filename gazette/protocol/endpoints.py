@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from gazette.protocol.errors import ValidationError
+
 # gRPC's default of 4 MiB is too tight for 1 MiB append chunks plus read batches; both sides use this.
 GRPC_MAX_MESSAGE_BYTES = 8 << 20
 GRPC_MESSAGE_OPTIONS = [
@@ -28,7 +30,7 @@ def check_keepalive(interval_s: float | None) -> float | None:
     if interval_s is None:
         return None
     if isinstance(interval_s, bool) or not isinstance(interval_s, int | float) or not interval_s >= MIN_KEEPALIVE_S:
-        raise ValueError(f"keepalive {interval_s!r} is not a number of seconds >= {MIN_KEEPALIVE_S:g} (or None: off)")
+        raise ValidationError(f"keepalive {interval_s!r} is not a number of seconds >= {MIN_KEEPALIVE_S:g} (or None: off)")
     return float(interval_s)
 
 
@@ -84,7 +86,7 @@ def advertised_host(host: str, advertise: str | None) -> str:
     if advertise:
         return advertise
     if host in WILDCARD_HOSTS:
-        raise ValueError(
+        raise ValidationError(
             f"--host {host or '(empty)'} binds every interface but is no address to reach this process at: "
             "pass --advertise HOST (a name or address the other hosts and clients reach)"
         )

@@ -13,6 +13,8 @@ import json
 import urllib.request
 import uuid
 
+from gazette.protocol.errors import ValidationError
+
 TEST_ROOT_PREFIX = "/gazette-test"
 DELETE_TIMEOUT_S = 10.0
 
@@ -30,7 +32,7 @@ def delete_prefix(endpoint: str, prefix: str) -> None:
     ("http://host:port"); pass a root with a trailing "/" so "/a" does not also delete "/ab"."""
     raw = prefix.encode()
     if not raw:
-        raise ValueError("delete_prefix needs a non-empty prefix (an empty one would delete everything)")
+        raise ValidationError("delete_prefix needs a non-empty prefix (an empty one would delete everything)")
     end = raw[:-1] + bytes([raw[-1] + 1])  # UTF-8 text never holds 0xff: the last byte increments
     body = json.dumps(
         {"key": base64.b64encode(raw).decode(), "range_end": base64.b64encode(end).decode()}

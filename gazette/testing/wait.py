@@ -15,7 +15,7 @@ from typing import Any, TypeVar
 
 import grpc
 
-from gazette.protocol.errors import GazetteError
+from gazette.protocol.errors import GazetteError, ValidationError
 
 T = TypeVar("T")
 
@@ -54,7 +54,7 @@ def _short(value: object) -> str:
 
 def _check_bounds(timeout: float, poll: float) -> None:
     if timeout < 0 or poll <= 0:
-        raise ValueError(f"a wait needs timeout >= 0 and poll > 0 (got timeout={timeout}, poll={poll})")
+        raise ValidationError(f"a wait needs timeout >= 0 and poll > 0 (got timeout={timeout}, poll={poll})")
 
 
 def wait_for(

@@ -121,6 +121,22 @@ async def test_session_reports_a_revoked_lease(etcd_client: aetcd.Client, etcd_r
         await session.close()
 
 
+async def test_a_removed_lost_callback_is_not_called(etcd_client: aetcd.Client) -> None:
+    session = await Session.grant(etcd_client, 2)
+    kept: list[LeaseLost] = []
+    removed: list[LeaseLost] = []
+    session.add_lost_callback(kept.append)
+    session.add_lost_callback(removed.append)
+    session.remove_lost_callback(removed.append)
+    session.remove_lost_callback(removed.append)  # not added any more: a no-op
+    try:
+        await etcd_client.revoke_lease(session.lease_id)
+        reason = await asyncio.wait_for(session.wait_lost(), WAIT_S)
+        assert kept == [reason] and removed == []
+    finally:
+        await session.close()
+
+
 async def test_session_keeps_its_lease_alive_past_the_ttl(etcd_client: aetcd.Client, etcd_root: str) -> None:
     session = await Session.grant(etcd_client, 1)
     key = f"{etcd_root}/members/a#m-01".encode()

@@ -9,7 +9,8 @@ import subprocess
 import sys
 import time
 
-from gazette.broker.broker import DEFAULT_JOURNAL_LIMIT, Broker
+from gazette import tunables
+from gazette.broker.broker import Broker
 from gazette.client.sync import Client
 from gazette.keyspace.procutil import read_ready_line, spawn, terminate
 from gazette.protocol.spec import JournalSpec
@@ -47,5 +48,5 @@ def test_a_broker_holds_at_most_its_limit_of_journals(etcd, etcd_root, tmp_path)
 
 
 def test_the_default_limit_is_gazettes() -> None:
-    assert DEFAULT_JOURNAL_LIMIT == 1024
-    assert Broker("http://127.0.0.1:1")._broker_spec().journal_limit == DEFAULT_JOURNAL_LIMIT
+    assert tunables.BROKER_JOURNAL_LIMIT == 1024
+    assert Broker("http://127.0.0.1:1")._broker_spec().journal_limit == tunables.BROKER_JOURNAL_LIMIT

@@ -24,8 +24,8 @@ import pytest
 from faults.harness import REPLICATION, log_tails, say, wait_for, wait_for_full_route
 
 from gazette.consumer import ReplicaCode, ShardInfo, ShardSpec
-from gazette.consumer.serve import HOLD_VIEW_ENV
 from gazette.examples import streamsum
+from gazette.testing.zombie import ENTRY_MODULE as ZOMBIE_ENTRY
 
 LONG_TXN = "600s"  # a transaction that stays open until the test kills its process
 
@@ -229,14 +229,13 @@ def _raw_sums(client, offset: int = 0) -> list[dict]:
 
 @pytest.mark.parametrize("store", ["sql", "json"])
 def test_a_zombie_primary_is_fenced_by_its_store(
-    make_cluster, etcd_root, tmp_path, monkeypatch, store: str
+    make_cluster, etcd_root, tmp_path, store: str
 ) -> None:
     """Scenario 2: the primary is SIGSTOPped inside a transaction, its hot standby is promoted,
     recovers and commits; the old primary resumes believing it is still primary (its etcd view is
-    held back by the test hook), and only its store's fence (SQLStore's fence column, or the
+    held back by gazette.testing.zombie), and only its store's fence (SQLStore's fence column, or the
     recovery log's author register under JSONFileStore) refuses its commit. None of its effects
     (store rows or state, published sums) become visible."""
-    monkeypatch.setenv(HOLD_VIEW_ENV, "1")  # inherited by the consumer processes
     json_store = store == "json"
     cluster = make_cluster(brokers=1)
     client = cluster.client()
@@ -249,7 +248,8 @@ def test_a_zombie_primary_is_fenced_by_its_store(
         1, hot_standbys=1, hint_prefix=f"{etcd_root}/hints" if json_store else "",
         min_txn_duration=ZOMBIE_MIN_TXN, max_txn_duration="60s",
     )  # fmt: skip
-    group = cluster.run_consumer(app, [spec], processes=2, root=f"{etcd_root}/consumers")
+    # Members run through the zombie entry point: a SIGUSR1 makes one a zombie.
+    group = cluster.run_consumer(app, [spec], processes=2, root=f"{etcd_root}/consumers", entry_module=ZOMBIE_ENTRY)
     (placed,) = group.wait_for(_placed, 120, "a PRIMARY and a STANDBY")
     codes = _replicas([placed])[spec.id]
     zombie = _member_of(next(s for s, c in codes.items() if c == ReplicaCode.PRIMARY))

@@ -16,10 +16,10 @@ import pytest
 from faults.harness import log_tails, wait_for
 
 from gazette.consumer import ReplicaCode, ShardInfo
-from gazette.consumer.serve import HOLD_VIEW_ENV
 from gazette.consumer.side_effects import PENDING_PREFIX, PHASES
 from gazette.examples import reports
 from gazette.fragment.stores import get_store
+from gazette.testing.zombie import ENTRY_MODULE as ZOMBIE_ENTRY
 
 CLEANUP_INTERVAL_S = 0.5  # the successors look for fenced-out attempts' staged reports this often
 CLEAN = {"staged": [], "unreferenced": []}
@@ -141,7 +141,6 @@ def test_a_zombie_whose_prepare_lands_after_its_successor_committed(
     commit is refused by the store's fence; the successor's periodic cleanup removes what it staged."""
     json_store = store == "json"
     flag = tmp_path / "zombie"
-    monkeypatch.setenv(HOLD_VIEW_ENV, "1")
     monkeypatch.setenv(reports.STOP_AT_ENV, f"registered:{flag}")
     cluster = make_cluster(brokers=1)
     client = cluster.client()
@@ -152,7 +151,8 @@ def test_a_zombie_whose_prepare_lands_after_its_successor_committed(
     os.makedirs(db_dir)
     app = reports.BatchReports(store_url, db_dir, cleanup_interval_s=CLEANUP_INTERVAL_S)
     spec = reports.shard(hot_standbys=1, hint_prefix=f"{etcd_root}/hints" if json_store else "")
-    group = cluster.run_consumer(app, [spec], processes=2, root=f"{etcd_root}/consumers")
+    # Members run through the zombie entry point: a SIGUSR1 makes one a zombie.
+    group = cluster.run_consumer(app, [spec], processes=2, root=f"{etcd_root}/consumers", entry_module=ZOMBIE_ENTRY)
     try:
         codes = _replicas(group.wait_for(_placed, 120, "a PRIMARY and a STANDBY"))
         primary = next(s for s, c in codes.items() if c == ReplicaCode.PRIMARY)

@@ -14,6 +14,7 @@ from pathlib import Path
 import aetcd
 import pytest
 
+from gazette import tunables
 from gazette.keyspace import etcd as etcd_mod
 from gazette.keyspace import procutil
 from gazette.keyspace.etcd import EmbeddedEtcd, connect, embedded_etcd, find_etcd_binary
@@ -178,7 +179,7 @@ def test_stop_of_a_paused_etcd_is_graceful() -> None:
     server.pause()
     started = time.monotonic()
     server.stop()
-    assert time.monotonic() - started < etcd_mod.STOP_TIMEOUT_S  # SIGCONT let it act on SIGTERM
+    assert time.monotonic() - started < tunables.ETCD_STOP_TIMEOUT_S  # SIGCONT let it act on SIGTERM
     _wait_gone(pid)
 
 

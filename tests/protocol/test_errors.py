@@ -112,6 +112,8 @@ def test_consumer_group_with_a_bad_argument_raises_validation_error() -> None:
     assert err.value.status == Status.OK
     with pytest.raises(ValidationError, match='consumer mode "thread" is not known'):
         ConsumerGroup(Application(), etcd="http://127.0.0.1:1", broker="127.0.0.1:1", root="/r", mode="thread")
+    with pytest.raises(ConfigurationError, match="entry_module='tests.zombie' .* needs mode='subprocess'"):
+        ConsumerGroup(Application(), etcd="http://127.0.0.1:1", broker="127.0.0.1:1", root="/r", entry_module="tests.zombie")
 
 
 def test_a_fenced_sql_store_raises_fenced_error(tmp_path) -> None:
@@ -197,6 +199,37 @@ def test_a_grpc_error_becomes_peer_error() -> None:
     assert str(err) == "UNAVAILABLE: gone" and err.grpc_code == "UNAVAILABLE"  # type: ignore[attr-defined]
     named = rpc_failure(rpc, CallTrace("append to", "a/b", endpoint="http://127.0.0.1:9"))
     assert str(named) == "UNAVAILABLE: gone (append to a/b at broker http://127.0.0.1:9)"
+
+
+def test_a_shard_listing_that_breaks_the_protocol_raises_peer_error() -> None:
+    from gazette.consumer.client import shard_info_from_pb
+    from gazette.protocol import shard_pb2
+
+    listed = shard_pb2.ListResponse.Shard(spec=shard_pb2.ShardSpec(id="s-000"))
+    listed.route.members.add(zone="a", suffix="m")  # a route member without its status
+    with pytest.raises(PeerError, match='listed shard "s-000" has 1 route members but 0 statuses') as err:
+        shard_info_from_pb(listed)
+    assert err.value.status == Status.OK
+
+
+def test_a_bad_frame_raises_framing_error_in_the_family() -> None:
+    from gazette.message.framing import FramingError, JSONFraming
+
+    decoder = JSONFraming().decoder("a/journal", 0)
+    with pytest.raises(FramingError, match="invalid JSON") as err:
+        decoder.feed(b"{nope\n")
+    assert isinstance(err.value, GazetteError) and isinstance(err.value, ValueError)
+    assert err.value.status == Status.OK and err.value.journal == "a/journal"
+
+
+def test_public_argument_checks_raise_validation_error() -> None:
+    from gazette.message.uuid import build_uuid
+    from gazette.protocol.endpoints import check_keepalive
+
+    with pytest.raises(ValidationError, match="is not 6 bytes"):
+        build_uuid(b"x", 1, 0)
+    with pytest.raises(ValidationError, match="keepalive 0.1 is not a number of seconds"):
+        check_keepalive(0.1)
 
 
 def test_local_cluster_bad_arguments_and_state_raise_named_classes(tmp_path) -> None:

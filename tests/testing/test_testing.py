@@ -175,3 +175,25 @@ def test_a_missing_moto_says_how_to_install_it(monkeypatch: pytest.MonkeyPatch) 
     monkeypatch.setattr(testing_s3.importlib.util, "find_spec", lambda name: None if name == "moto" else real(name))
     with pytest.raises(ModuleNotFoundError, match=r"pip install 'gazette-py\[dev\]'"):
         testing_s3.MotoServer().start()
+
+
+def test_no_production_module_imports_the_testing_layer() -> None:
+    """gazette.testing (waits, fixtures, the zombie entry point) is imported by tests, notebooks and
+    itself, never by the library's other modules."""
+    import ast
+    import pathlib
+
+    import gazette
+
+    root = pathlib.Path(gazette.__file__).parent
+    importers = []
+    for path in sorted(root.rglob("*.py")):
+        if path.is_relative_to(root / "testing"):
+            continue
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            names = [a.name for a in node.names] if isinstance(node, ast.Import) else []
+            if isinstance(node, ast.ImportFrom) and node.module:
+                names = [node.module]
+            if any(n == "gazette.testing" or n.startswith("gazette.testing.") for n in names):
+                importers.append(f"{path.relative_to(root)}:{node.lineno}")
+    assert importers == []

@@ -3,7 +3,7 @@
 A Framing turns one message plus its UUID into one whole frame and builds Decoders; a Decoder turns
 journal bytes into Envelopes with exact [begin, end) offsets and never consumes past the last whole
 frame (docs/semantics.md#framings: offsets are derived from the buffered position). Imports only
-gazette.message.
+gazette.message, and the error family of gazette.protocol.
 """
 
 from __future__ import annotations
@@ -15,6 +15,8 @@ from typing import Any
 
 from gazette.message.envelope import Envelope
 from gazette.message.uuid import UUID, Flags
+from gazette.protocol.errors import GazetteError
+from gazette.protocol.status import Status
 
 log = logging.getLogger(__name__)
 
@@ -24,9 +26,10 @@ _fromhex = bytes.fromhex
 _unpack_uuid = struct.Struct(">IHHBB6s").unpack  # time_low, time_mid, time_hi_version, seq+flags, producer
 
 
-class FramingError(ValueError):
-    """A frame that cannot be encoded or decoded. Decode errors name the journal and the frame's
-    [begin, end) offsets; `envelopes` holds the whole frames decoded before it in the same feed()."""
+class FramingError(GazetteError, ValueError):
+    """A frame that cannot be encoded or decoded (a GazetteError whose status is Status.OK; also a
+    ValueError). Decode errors name the journal and the frame's [begin, end) offsets; `envelopes`
+    holds the whole frames decoded before it in the same feed()."""
 
     def __init__(
         self,
@@ -36,7 +39,7 @@ class FramingError(ValueError):
         begin: int | None = None,
         end: int | None = None,
     ) -> None:
-        super().__init__(message)
+        super().__init__(Status.OK, message)
         self.journal = journal
         self.begin = begin
         self.end = end
