@@ -22,11 +22,11 @@ from typing import Any
 import grpc
 import pytest
 
+from gazette import tunables
 from gazette.client.aio import AsyncClient
 from gazette.client.append_service import AsyncAppendService
 from gazette.client.policy import (
     APPEND,
-    MAX_RETRY_ATTEMPTS,
     READ,
     SHARD_PRIMARY,
     UNARY,
@@ -255,10 +255,10 @@ async def test_every_bounded_policy_gives_up_after_the_same_number_of_retries() 
     for policy, status in ((UNARY, None), (APPEND, Status.NO_JOURNAL_PRIMARY_BROKER),
                            (READ, Status.NOT_JOURNAL_BROKER), (SHARD_PRIMARY, ShardStatus.NO_SHARD_PRIMARY)):  # fmt: skip
         attempts = Attempts(policy, Deadline(None, CallTrace("test of", "policy")))
-        attempts.attempt = MAX_RETRY_ATTEMPTS - 1
+        attempts.attempt = tunables.CLIENT_MAX_RETRY_ATTEMPTS - 1
         assert attempts.retries_rpc(_rpc_error(*UNAVAILABLE))
         assert status is None or attempts.retries_status(status)
-        attempts.attempt = MAX_RETRY_ATTEMPTS
+        attempts.attempt = tunables.CLIENT_MAX_RETRY_ATTEMPTS
         assert not attempts.retries_rpc(_rpc_error(*RACING_INTERNAL))
         assert status is None or not attempts.retries_status(status)
 
