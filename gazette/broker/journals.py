@@ -17,6 +17,7 @@ import grpc
 
 from gazette.auth.tokens import Claims
 from gazette.broker.append import zero_byte_append
+from gazette.broker.read import acknowledged_at_primary
 from gazette.fragment.health import check_delete, health_of
 from gazette.keyspace import layout
 from gazette.protocol import broker_pb2 as pb
@@ -185,6 +186,12 @@ async def serve_list_fragments(
         return await broker.proxy.list_fragments(res, req)
     index = res.replica.index
     await index.wait_first_refresh()
+    if not res.replica.is_primary and index.pending_end() > index.end_offset():
+        # Commits this replica holds back may be held by every member by now: it asks the primary,
+        # as a read does (docs/semantics.md#no-dirty-reads), and lists what every member holds.
+        head = await acknowledged_at_primary(broker, req.journal)
+        if head is not None:
+            index.acknowledge_through(head)
     limit = req.page_limit or FRAGMENTS_PAGE_DEFAULT
     ttl = req.signatureTTL.ToTimedelta().total_seconds() if req.HasField("signatureTTL") else 0.0
     out: list[pb.FragmentsResponse._Fragment] = []

@@ -313,7 +313,7 @@ class ReadStream:
     async def _ask_primary(self, res: Resolution, q: QueryResult) -> AsyncIterator[pb.ReadResponse]:
         """ASK_PRIMARY: releases this replica's commits through what the primary says every member holds."""
         self.asked_at = self.offset
-        head = await _acknowledged_at_primary(self.broker, self.journal)
+        head = await acknowledged_at_primary(self.broker, self.journal)
         if head is not None and self.index is not None:
             self.index.acknowledge_through(head)
         return
@@ -349,7 +349,7 @@ async def serve_read(
         yield resp
 
 
-async def _acknowledged_at_primary(broker: BrokerContext, journal: str) -> int | None:
+async def acknowledged_at_primary(broker: BrokerContext, journal: str) -> int | None:
     """How far every member holds `journal`, as its primary says: the write head of a metadata-only,
     non-blocking read at the head there (a gazette-py primary's index ends where every member
     acknowledged; a Gazette primary's where it committed). None: no primary answered."""
