@@ -104,6 +104,9 @@ class Index:
         are dropped (their files are left to GC, as readers may still hold them); the rest merge in."""
         remote = CoverSet(fragments)
         self._local = self._local.difference(remote)
+        # Held-back commits the stores now hold are persisted, whoever persisted them: readers get
+        # them from the listing, and their spool files need not be kept open for them.
+        self._pending = collections.deque(p for p in self._pending if not remote.covers(p[0].begin, p[0].end))
         for f in self._local:
             remote.add(f)  # never covered by the listing's union, so never refused
         self._set = remote

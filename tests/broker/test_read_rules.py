@@ -134,3 +134,14 @@ def test_held_back_commits_superseded_by_the_same_spool_are_dropped_past_the_bou
     assert index.end_offset() == 0
     index.acknowledge_through(11)
     assert [f for f in index.fragments()] == [local(0, 10), local(10, 11)]
+
+
+def test_held_back_commits_the_stores_hold_are_dropped(files) -> None:
+    index = Index(J)
+    index.replace_remote([])
+    index.spool_commit(local(0, 10), files(0), acknowledged=False)
+    index.spool_commit(local(10, 20), files(10), acknowledged=False)
+    persisted = dataclasses.replace(local(0, 10), mod_time=1, backing_store="file:///s/")
+    index.replace_remote([persisted])
+    assert index.pending_end() == 20 and len(index._pending) == 1  # noqa: SLF001 - no file kept for [0, 10)
+    assert index.fragments() == [persisted]
