@@ -23,7 +23,8 @@ from __future__ import annotations
 import copy
 import dataclasses
 import io
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator
+from typing import Any
 
 import numpy as np
 import pyarrow as pa
@@ -38,7 +39,7 @@ from gazette.message.framing.json_lines import DEFAULT_UUID_POINTER, parse_json_
 from gazette.message.sequencer import RING_SIZE_DEFAULT
 from gazette.protocol.errors import ValidationError
 
-__all__ = ["META", "ColumnarSequencer", "History", "decode_json_lines", "empty_table", "meta_schema"]
+__all__ = ["META", "ColumnarSequencer", "History", "decode_json_lines", "empty_table", "encode_json_lines", "meta_schema"]
 
 META = ("_begin", "_end", "_producer", "_clock", "_flags")
 _META_FIELDS = [
@@ -380,3 +381,68 @@ class ColumnarSequencer:
             "columnar": True,
             "pending": int(self.has_pending()),
         }
+
+
+# -- framing tables as JSON lines (the publisher's table path) ----------------------------------------
+
+_HEX_DIGITS = np.frombuffer(b"0123456789abcdef", np.uint8)
+_NEEDS_ESCAPE = r'[\x00-\x1f"\\]'
+
+
+def _json_values(column: pa.ChunkedArray | pa.Array) -> pa.Array:
+    """Each value of `column` as JSON text: integers and plain strings with Arrow kernels, anything
+    else (strings needing escapes, floats, nested values) through orjson, value by value."""
+    import orjson
+
+    arr = column.combine_chunks() if isinstance(column, pa.ChunkedArray) else column
+    t = arr.type
+    if pa.types.is_integer(t):
+        out = pc.cast(arr, pa.string())
+    elif (pa.types.is_string(t) or pa.types.is_large_string(t)) and not pc.any(
+        pc.match_substring_regex(arr, _NEEDS_ESCAPE)
+    ).as_py():
+        out = pc.binary_join_element_wise('"', pc.cast(arr, pa.string()), '"', "")
+    else:
+        out = pa.array([orjson.dumps(v).decode() for v in arr.to_pylist()], pa.string())
+    return pc.fill_null(out, "null") if out.null_count else out
+
+
+def _uuid_texts(runs: list[tuple[range, str]], count: int) -> pa.Array:
+    """The UUID texts of `runs` (UUIDText.runs: time_low values, the 28 characters they share) as a
+    string column: the 8 hex digits of each time_low put together with numpy."""
+    lows = np.concatenate([np.arange(r.start, r.stop, r.step, dtype=np.int64) for r, _ in runs]) if runs else np.zeros(0, np.int64)
+    if len(lows) != count:
+        raise ValueError(f"{len(lows)} UUID texts for {count} messages")
+    m = np.empty((count, _UUID_CHARS), np.uint8)
+    shifts = np.arange(28, -1, -4, dtype=np.int64)
+    m[:, :8] = _HEX_DIGITS[(lows[:, None] >> shifts) & 0xF]
+    at = 0
+    for r, rest in runs:
+        m[at : at + len(r), 8:] = np.frombuffer(rest.encode(), np.uint8)
+        at += len(r)
+    offsets = np.arange(0, (count + 1) * _UUID_CHARS, _UUID_CHARS, dtype=np.int32)
+    return pa.StringArray.from_buffers(count, pa.py_buffer(offsets), pa.py_buffer(m.tobytes()))
+
+
+def encode_json_lines(table: pa.Table, uuid_pointer: str, runs: list[tuple[range, str]]) -> bytes:
+    """The rows of `table` as JSON-lines frames, one object per row (its columns, in order, then the
+    UUID at `uuid_pointer`, the next text of `runs` for each row), built column-wise with Arrow
+    kernels. The top member of the pointer must not be a column (ValueError)."""
+    tokens = parse_json_pointer(uuid_pointer)
+    if tokens[0] in table.column_names:
+        raise ValueError(f"column {tokens[0]!r} is where the UUID pointer {uuid_pointer!r} writes")
+    import orjson
+
+    n = table.num_rows
+    if not n:
+        return b""
+    parts: list[Any] = []
+    sep = "{"
+    for name in table.column_names:
+        parts += [sep + orjson.dumps(name).decode() + ":", _json_values(table.column(name))]
+        sep = ","
+    opening = sep + ":{".join(orjson.dumps(tok).decode() for tok in tokens) + ':"'
+    parts += [opening, _uuid_texts(runs, n), '"' + "}" * len(tokens) + "\n"]  # nested objects, then the row's
+    lines = pc.binary_join_element_wise(*parts, "")
+    offsets = np.frombuffer(lines.buffers()[1], np.int32, count=n + 1, offset=lines.offset * 4)
+    return lines.buffers()[2].to_pybytes()[offsets[0] : offsets[-1]]

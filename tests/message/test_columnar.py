@@ -188,7 +188,7 @@ def test_decode_equals_the_json_framing():
         (b'{"word": "a"}\n\n{"word": "b"}\n', "blank line"),
         (b'{"word": 1.5}\n', "cannot be decoded"),
         (b'{"word": "a", "_meta": {"uuid": "zz"}}\n', "not a canonical"),
-        (('{"word": "a", "_meta": {"uuid": "%s"}}\n' % uuid.uuid4()).encode(), "not a canonical"),
+        (b'{"word": "a", "_meta": {"uuid": "' + str(uuid.uuid4()).encode() + b'"}}\n', "not a canonical"),
     ],
 )
 def test_undecodable_lines_name_the_journal_and_offsets(bad, why):
@@ -196,3 +196,29 @@ def test_undecodable_lines_name_the_journal_and_offsets(bad, why):
         decode_json_lines("j/bad", bad, 500, pa.schema([pa.field("word", pa.string())]))
     assert err.value.journal == "j/bad" and (err.value.begin, err.value.end) == (500, 500 + len(bad))
     assert f"[500, {500 + len(bad)})" in str(err.value) and "'j/bad'" in str(err.value)
+
+
+@pytest.mark.parametrize("pointer", ["/_meta/uuid", "/UUID"])
+def test_encoded_tables_decode_to_their_rows_and_uuids(pointer):
+    """Frames built column-wise (plain and escaped strings, integers, nulls, floats) decode, with
+    the JSON framing, to the rows as dicts and the UUIDs the publisher's runs name, across a
+    time_low wrap."""
+    from gazette.message.columnar import encode_json_lines
+    from gazette.message.uuid import CLOCK_TICK, UUIDText
+
+    table = pa.table(
+        {
+            "word": ["a", 'q"uote', "back\\slash", "tab\there", None, "ünï"],
+            "count": pa.array([1, 2, None, 4, 5, -6], pa.int64()),
+            "f": [0.5, 1.0, None, 2.25, 3.0, 1e300],
+        }
+    )
+    texts = UUIDText(bytes.fromhex("0a0b0c0d0e0f"))
+    clock = ((0xFFFFFFFF - 2 * (CLOCK_TICK >> 4)) << 4) + (1 << 40 << 4)  # time_low wraps inside the batch
+    runs = texts.runs(clock, table.num_rows, 1)
+    assert len(runs) == 2
+    data = encode_json_lines(table, pointer, runs)
+    envs = framing_for("application/x-ndjson", uuid_pointer=pointer).decoder("j/x", 0).feed(data)
+    top = pointer.split("/")[1]
+    assert [{k: v for k, v in e.message.items() if k != top} for e in envs] == table.to_pylist()
+    assert [str(e.uuid) for e in envs] == [texts.text(clock + i * CLOCK_TICK, 1) for i in range(table.num_rows)]
