@@ -369,17 +369,29 @@ class ColumnarSequencer:
         """Makes this sequencer what it was when `snap` was taken (see `snapshot`)."""
         self.__dict__.update(snap.snapshot().__dict__)
 
-    def describe(self) -> dict[str, object]:
-        """A plain-data snapshot for Inspect (the Sequencer's keys that apply)."""
+    def describe(self) -> dict[str, Any]:
+        """A plain-data snapshot for Inspect, with the Sequencer's `describe()` keys (no ring, no
+        outcome counts: the Decider keeps neither); `columnar` says which it is."""
+        producers = []
+        for name in sorted(self._journals):
+            d = self._journals[name].decider
+            for s in d.states():
+                code = d._codes[s.producer.hex()]
+                producers.append({
+                    "journal": s.journal, "producer": s.producer.hex(), "min_clock": s.last_ack,
+                    "max_clock": int(d._mx[code]), "begin": s.begin, "ring_entries": 0,
+                    "pending": self.has_pending() and s.begin >= 0,
+                })  # fmt: skip
         return {
             "offsets": dict(self._offsets),
-            "producers": [
-                {"journal": s.journal, "producer": s.producer.hex(), "min_clock": s.last_ack, "begin": s.begin}
-                for name in sorted(self._journals)
-                for s in self._journals[name].decider.states()
-            ],
-            "columnar": True,
+            "producers": producers,
+            "ring": {"size": self.ring_size, "occupied": 0, "head": 0},
+            "dequeuing": None,
+            "replaying": False,
             "pending": int(self.has_pending()),
+            "queued": {},
+            "replayed": {},
+            "columnar": True,
         }
 
 

@@ -222,3 +222,14 @@ def test_encoded_tables_decode_to_their_rows_and_uuids(pointer):
     top = pointer.split("/")[1]
     assert [{k: v for k, v in e.message.items() if k != top} for e in envs] == table.to_pylist()
     assert [str(e.uuid) for e in envs] == [texts.text(clock + i * CLOCK_TICK, 1) for i in range(table.num_rows)]
+
+
+def test_describe_has_the_sequencers_keys():
+    """Inspect reads a shard's sequencer description whichever path it takes."""
+    col = ColumnarSequencer(4)
+    p = bytes.fromhex("0100000000b1")
+    col.add("j/d", table_of([Envelope("j/d", 0, 3, 0, None, p, 1000, 1)]))
+    described = col.describe()
+    assert set(Sequencer().describe()) <= set(described) and described["columnar"] is True
+    assert described["producers"][0]["begin"] == 0 and described["producers"][0]["pending"] is True
+    assert described["offsets"] == {"j/d": 3}
