@@ -94,11 +94,17 @@ def _uuid_column(table: pa.Table, tokens: tuple[str, ...]) -> pa.Array:
 
 def _split_uuids(uuids: pa.Array) -> tuple[np.ndarray, np.ndarray, np.ndarray, pa.Array] | None:
     """(present, clock, flags, producer hex column) of a column of canonical v1 UUID strings (null or
-    "" where absent), each step over the whole column; None if a present value is not one."""
+    "" where absent), each step over the whole column, read from the column's buffers; None if a
+    present value is not one."""
     n = len(uuids)
     uuids = uuids.cast(pa.string())
-    lengths = np.asarray(pc.fill_null(pc.utf8_length(uuids), 0).to_numpy(zero_copy_only=False), np.int64)
+    validity, offsets_buf, data_buf = uuids.buffers()
+    offsets = np.frombuffer(offsets_buf, np.int32, count=n + 1, offset=uuids.offset * 4)
+    lengths = np.diff(offsets)
     present = lengths > 0
+    if uuids.null_count and validity is not None:
+        bits = np.unpackbits(np.frombuffer(validity, np.uint8), bitorder="little")
+        present &= bits[uuids.offset : uuids.offset + n].astype(bool)
     clock = np.zeros(n, np.int64)
     flags = np.zeros(n, np.int32)
     count = int(present.sum())
@@ -106,9 +112,11 @@ def _split_uuids(uuids: pa.Array) -> tuple[np.ndarray, np.ndarray, np.ndarray, p
         return present, clock, flags, pa.nulls(n, pa.string())
     if np.any(lengths[present] != _UUID_CHARS):
         return None
-    text = pc.filter(uuids, pa.array(present)) if count != n else uuids
-    raw = np.frombuffer(pc.binary_join_element_wise(text, "").cast(pa.binary()).buffers()[2] or b"", np.uint8)
-    m = raw[: count * _UUID_CHARS].reshape(count, _UUID_CHARS)
+    data = np.frombuffer(data_buf, np.uint8)
+    if count == n:  # the usual case: the values lie back to back, a reshape and no gather
+        m = data[offsets[0] : offsets[0] + n * _UUID_CHARS].reshape(n, _UUID_CHARS)
+    else:
+        m = data[offsets[:-1][present][:, None] + np.arange(_UUID_CHARS)]
     if np.any(m[:, _DASHES] != ord("-")):
         return None
     digits = _HEX[m[:, _HEX_COLS]]
@@ -128,9 +136,14 @@ def _split_uuids(uuids: pa.Array) -> tuple[np.ndarray, np.ndarray, np.ndarray, p
     ts = ((time_hi & np.uint64(0xFFF)) << np.uint64(48)) | (time_mid << np.uint64(32)) | time_low
     clock[present] = ((ts << np.uint64(4)) | ((seq >> np.uint64(10)) & np.uint64(0xF))).astype(np.int64)
     flags[present] = (seq & np.uint64(0x3FF)).astype(np.int32)
-    producer = pc.utf8_lower(pc.utf8_slice_codeunits(uuids, 24, 36))
-    if count != n:
-        producer = pc.if_else(pa.array(present), producer, pa.scalar(None, pa.string()))
+    # The producer: the node field's 12 digits, lower-cased (bit 0x20 lowers 'A'-'F' and leaves
+    # '0'-'9' and 'a'-'f' alone), as fixed-width strings with nulls where absent.
+    text = np.ascontiguousarray(m[:, 24:36] | np.uint8(0x20))
+    lens = present.astype(np.int32) * np.int32(12)
+    offs = np.zeros(n + 1, np.int32)
+    np.cumsum(lens, out=offs[1:])
+    valid = pa.py_buffer(np.packbits(present, bitorder="little")) if count != n else None
+    producer = pa.StringArray.from_buffers(n, pa.py_buffer(offs), pa.py_buffer(text.tobytes()), valid, n - count)
     return present, clock, flags, producer
 
 
