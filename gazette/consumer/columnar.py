@@ -94,7 +94,9 @@ class Columnar:
         shard = loop.shard
         self.schemas = {s.journal: app.source_schema(s.journal) for s in shard.spec.sources}
         self.pointers = {
-            s.journal: str((app.source_framing_options(s.journal) or {}).get("uuid_pointer", DEFAULT_UUID_POINTER))
+            s.journal: str(
+                (app.source_framing_options(s.journal) or {}).get("uuid_pointer", DEFAULT_UUID_POINTER)
+            )
             for s in shard.spec.sources
         }
         self.sequencer = ColumnarSequencer(
@@ -112,10 +114,7 @@ class Columnar:
         return future.result(HISTORY_TIMEOUT_S)
 
     async def _read(self, journal: str, lo: int, hi: int) -> pa.Table:
-        parts = [
-            c.content
-            async for c in self.loop.shard.client.read(journal, lo, block=True, end_offset=hi)
-        ]
+        parts = [c.content async for c in self.loop.shard.client.read(journal, lo, block=True, end_offset=hi)]
         data = b"".join(parts)
         return self.decode(journal, data, lo) if data else empty_table(self.schemas[journal])
 
@@ -136,7 +135,9 @@ class Columnar:
             return 0, False
         shard = loop.shard
         if opening:
-            loop.clock.update(clock_from_unix_ns(time.time_ns() + int(loop.hooks.publish_clock_delta_s * 1e9)))
+            loop.clock.update(
+                clock_from_unix_ns(time.time_ns() + int(loop.hooks.publish_clock_delta_s * 1e9))
+            )
             app.begin_txn(shard, loop.store)
         n = app.consume_batch(shard, loop.store, chunk.journal, done, loop.publisher)
         if n is None or (n == rows and not isinstance(n, bool)):
@@ -145,8 +146,11 @@ class Columnar:
         if n == 0 and not isinstance(n, bool) and snap is not None:
             seq.restore(snap)
             return 0, True
-        what = "the first table of a transaction cannot be deferred" if opening else (
-            "returning 0 defers the whole table, and only with `defers = True`")
+        what = (
+            "the first table of a transaction cannot be deferred"
+            if opening
+            else ("returning 0 defers the whole table, and only with `defers = True`")
+        )
         raise StateError(
             f"shard {shard.id}: consume_batch returned {n!r} for a table of {rows} rows of {chunk.journal} "
             f"at [{chunk.base}, {chunk.base + len(chunk.data)}): None consumes them all; {what}"

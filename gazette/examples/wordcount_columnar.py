@@ -50,13 +50,17 @@ class ColumnarWordCount(BatchApplication, WordCount):
     def source_schema(self, journal: str) -> pa.Schema:
         return WORD_SCHEMA
 
-    def consume_batch(self, shard: Shard, store: Store, journal: str, batch: pa.Table, pub: Publisher) -> None:
+    def consume_batch(
+        self, shard: Shard, store: Store, journal: str, batch: pa.Table, pub: Publisher
+    ) -> None:
         assert isinstance(store, ColumnarCountStore)
         words = batch.column("word")
         if words.null_count:
             at = batch.filter(pc.is_null(words)).column("_begin")[0].as_py()
-            raise ValidationError(f"journal {journal!r}: the message at offset {at} has no string \"word\"")
-        encoded = pc.dictionary_encode(words.combine_chunks() if isinstance(words, pa.ChunkedArray) else words)
+            raise ValidationError(f'journal {journal!r}: the message at offset {at} has no string "word"')
+        encoded = pc.dictionary_encode(
+            words.combine_chunks() if isinstance(words, pa.ChunkedArray) else words
+        )
         uniq = encoded.dictionary.to_pylist()
         idx = np.asarray(encoded.indices.to_numpy(zero_copy_only=False), np.int64)
         counts = store.counts

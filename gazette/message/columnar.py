@@ -39,7 +39,16 @@ from gazette.message.framing.json_lines import DEFAULT_UUID_POINTER, parse_json_
 from gazette.message.sequencer import RING_SIZE_DEFAULT
 from gazette.protocol.errors import ValidationError
 
-__all__ = ["META", "ColumnarSequencer", "History", "ReadCommittedTables", "decode_json_lines", "empty_table", "encode_json_lines", "meta_schema"]
+__all__ = [
+    "META",
+    "ColumnarSequencer",
+    "History",
+    "ReadCommittedTables",
+    "decode_json_lines",
+    "empty_table",
+    "encode_json_lines",
+    "meta_schema",
+]
 
 META = ("_begin", "_end", "_producer", "_clock", "_flags")
 _META_FIELDS = [
@@ -143,7 +152,9 @@ def _split_uuids(uuids: pa.Array) -> tuple[np.ndarray, np.ndarray, np.ndarray, p
     offs = np.zeros(n + 1, np.int32)
     np.cumsum(lens, out=offs[1:])
     valid = pa.py_buffer(np.packbits(present, bitorder="little")) if count != n else None
-    producer = pa.StringArray.from_buffers(n, pa.py_buffer(offs), pa.py_buffer(text.tobytes()), valid, n - count)
+    producer = pa.StringArray.from_buffers(
+        n, pa.py_buffer(offs), pa.py_buffer(text.tobytes()), valid, n - count
+    )
     return present, clock, flags, producer
 
 
@@ -176,7 +187,9 @@ def decode_json_lines(
     try:
         table = pj.read_json(
             io.BytesIO(data),
-            read_options=pj.ReadOptions(block_size=max(1 << 20, min(len(data) + 1, _BLOCK_MAX)), use_threads=False),
+            read_options=pj.ReadOptions(
+                block_size=max(1 << 20, min(len(data) + 1, _BLOCK_MAX)), use_threads=False
+            ),
             parse_options=pj.ParseOptions(
                 explicit_schema=_parse_schema(fields, tokens), unexpected_field_behavior="ignore"
             ),
@@ -371,7 +384,9 @@ class ColumnarSequencer:
         snap._offsets = dict(self._offsets)
         names = list(self._journals)
         # One deepcopy, so the open spans of _pending_base stay the very spans of the copied deciders.
-        deciders, snap._pending_base = copy.deepcopy(([self._journals[n].decider for n in names], self._pending_base))
+        deciders, snap._pending_base = copy.deepcopy(
+            ([self._journals[n].decider for n in names], self._pending_base)
+        )
         snap._journals = {
             n: _Journal(d, self._journals[n].next_id, list(self._journals[n].kept))
             for n, d in zip(names, deciders, strict=True)
@@ -494,7 +509,11 @@ def _json_values(column: pa.ChunkedArray | pa.Array) -> pa.Array:
 def _uuid_texts(runs: list[tuple[range, str]], count: int) -> pa.Array:
     """The UUID texts of `runs` (UUIDText.runs: time_low values, the 28 characters they share) as a
     string column: the 8 hex digits of each time_low put together with numpy."""
-    lows = np.concatenate([np.arange(r.start, r.stop, r.step, dtype=np.int64) for r, _ in runs]) if runs else np.zeros(0, np.int64)
+    lows = (
+        np.concatenate([np.arange(r.start, r.stop, r.step, dtype=np.int64) for r, _ in runs])
+        if runs
+        else np.zeros(0, np.int64)
+    )
     if len(lows) != count:
         raise ValueError(f"{len(lows)} UUID texts for {count} messages")
     m = np.empty((count, _UUID_CHARS), np.uint8)

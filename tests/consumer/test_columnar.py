@@ -43,7 +43,9 @@ def test_columnar_word_count_is_exactly_once_through_a_crash(cluster, tmp_path, 
 
     monkeypatch.setattr(ColumnarWordCount, "consume_batch", counted)
     words = [f"w{i % 7}" for i in range(300)]
-    counts = wordcount.run(cluster, words, partitions=2, kill_consumer_at=0.5, db_dir=str(tmp_path), columnar=True)
+    counts = wordcount.run(
+        cluster, words, partitions=2, kill_consumer_at=0.5, db_dir=str(tmp_path), columnar=True
+    )
     assert counts == dict(Counter(words))
     assert sum(tables) >= len(words)  # every word went through consume_batch (some twice: the crash)
     oracle(cluster.client(), words)

@@ -137,7 +137,9 @@ def test_restores_from_a_sequencer_checkpoint_and_back(envs, data, ring_size):
     cp2 = col.checkpoint()
     rest = [e for t in tables[mid:] for e in t]
     seq2 = Sequencer.from_checkpoint(cp2, ring_size)
-    col2 = ColumnarSequencer(ring_size, cp2, lambda j, lo, hi: table_of([e for e in envs if lo <= e.begin and e.end <= hi]))
+    col2 = ColumnarSequencer(
+        ring_size, cp2, lambda j, lo, hi: table_of([e for e in envs if lo <= e.begin and e.end <= hi])
+    )
     compare(rest, tables[mid:], seq2, col2, envs)
     assert all(hi <= (after[0].begin if after else hi) for _, _, hi in reads)
 
@@ -153,7 +155,9 @@ def test_a_replay_from_history_is_reached_and_needs_a_reader():
     drain(seq, envs[:2], envs)
     cp = seq.checkpoint()
     assert cp.producers[0].begin == 0  # the span is open across the checkpoint
-    col = ColumnarSequencer(1, cp, lambda jn, lo, hi: table_of([e for e in envs if lo <= e.begin and e.end <= hi]))
+    col = ColumnarSequencer(
+        1, cp, lambda jn, lo, hi: table_of([e for e in envs if lo <= e.begin and e.end <= hi])
+    )
     got = col.add(j, table_of(envs[2:]))
     assert got.column("id").to_pylist() == [0, 1, 2]
     with pytest.raises(Exception, match=r"needs a replay of \[0, 6\)"):
@@ -221,7 +225,9 @@ def test_encoded_tables_decode_to_their_rows_and_uuids(pointer):
     envs = framing_for("application/x-ndjson", uuid_pointer=pointer).decoder("j/x", 0).feed(data)
     top = pointer.split("/")[1]
     assert [{k: v for k, v in e.message.items() if k != top} for e in envs] == table.to_pylist()
-    assert [str(e.uuid) for e in envs] == [texts.text(clock + i * CLOCK_TICK, 1) for i in range(table.num_rows)]
+    assert [str(e.uuid) for e in envs] == [
+        texts.text(clock + i * CLOCK_TICK, 1) for i in range(table.num_rows)
+    ]
 
 
 def test_describe_has_the_sequencers_keys():
