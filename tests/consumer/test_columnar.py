@@ -115,3 +115,56 @@ def test_read_committed_tables_equal_read_committed(cluster) -> None:
     assert [n for t in resumed for n in t.column("n").to_pylist()] == [50]
     for p in (txn, plain, never):
         p.close()
+
+
+class Deferring(BatchApplication):
+    """Defers the first table that does not open its transaction; records what it consumed."""
+
+    defers = True
+
+    def __init__(self) -> None:
+        self.seen: list[int] = []
+        self.deferred = 0
+        self.calls = 0
+        self.opening = False
+
+    def new_store(self, shard: Shard, recorder: Any) -> Any:
+        return MemoryStore()
+
+    def source_schema(self, journal: str) -> pa.Schema:
+        return pa.schema([pa.field("n", pa.int64())])
+
+    def begin_txn(self, shard: Shard, store: Any) -> None:
+        self.opening = True
+
+    def consume_batch(
+        self, shard: Shard, store: Any, journal: str, batch: pa.Table, pub: Publisher
+    ) -> int | None:
+        self.calls += 1
+        if not self.opening and not self.deferred:
+            self.deferred += 1
+            return 0
+        self.opening = False
+        self.seen.extend(batch.column("n").to_pylist())
+        return None
+
+
+def test_a_deferred_table_is_consumed_once_in_the_next_transaction(cluster) -> None:
+    journal = "tests/columnar-defer/part-000"
+    client = cluster.client()
+    client.apply_journals([JournalSpec(name=journal, replication=1, labels=wordcount.JSON_LABELS)])
+    cluster.wait_for_routes()
+    app = Deferring()
+    # A transaction stays open 3 s after its first table: the next append's table comes within it.
+    group = cluster.run_consumer(
+        app, [ShardSpec("defer-columnar", [journal], min_txn_duration=3.0, max_txn_duration=5.0)]
+    )
+    group.wait_for(lambda s: s[0].primary is not None, 30, "a primary")
+    with Publisher(client) as pub:
+        for i in range(40):  # one append per transaction: read chunks of a few each
+            pub.publish_uncommitted(journal, {"n": i})
+            pub.commit()
+            pub.flush()
+    group.wait_for(lambda _: len(app.seen) >= 40, 60, "every message consumed")
+    assert sorted(app.seen) == list(range(40))  # once each, deferred or not
+    assert app.deferred == 1
