@@ -53,10 +53,13 @@ _OFFSET_LIMIT = 1 << 62
 _EMPTY = np.zeros(0, np.int64)
 
 
+_INDEX_DTYPES = {8: np.dtype(np.int8), 16: np.dtype(np.int16), 32: np.dtype(np.int32), 64: np.dtype(np.int64)}
+
+
 def _indices(column: pa.Array) -> np.ndarray:
     """A dictionary's integer indices as int64 numpy (-1 where null), read from its buffers: pyarrow's
     to_numpy() imports pandas on first use, which costs a fresh Spark worker about 150 ms."""
-    dtype = np.dtype(column.type.to_pandas_dtype())
+    dtype = _INDEX_DTYPES[column.type.bit_width]
     n = len(column)
     if not n:
         return _EMPTY
