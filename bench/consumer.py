@@ -456,10 +456,23 @@ class _ProfiledWordCount(WordCount):
         return super().new_store(shard, recorder)
 
 
-def profile(words: int, top: int) -> str:
+class _ProfiledColumnarWordCount(ColumnarWordCount):
+    """ColumnarWordCount whose shard worker thread runs under `profiler` (as _ProfiledWordCount)."""
+
+    def __init__(self, db_dir: str, output: str, profiler: cProfile.Profile) -> None:
+        super().__init__(db_dir, output)
+        self.profiler = profiler
+
+    def new_store(self, shard: Shard, recorder: Any) -> Store:
+        self.profiler.enable()
+        return super().new_store(shard, recorder)
+
+
+def profile(words: int, top: int, columnar: bool = False) -> str:
     """Runs the word count of `words` pre-published words with the consumer in this process (the
     broker stays a subprocess) under cProfile, on the loop thread (reads, sequencing, appends) and on
-    the shard's worker thread (the application and sqlite); returns the top entries of each."""
+    the shard's worker thread (the application and sqlite); returns the top entries of each.
+    `columnar` profiles ColumnarWordCount instead."""
     out = io.StringIO()
     with LocalCluster(brokers=1, mode="subprocess") as cluster:
         client = cluster.client()
@@ -472,12 +485,13 @@ def profile(words: int, top: int) -> str:
         # CPU time of each thread: wall time would charge one thread's waits for the GIL to whatever
         # it was running when the other one took it.
         worker_side, loop_side = cProfile.Profile(time.thread_time), cProfile.Profile(time.thread_time)
+        profiled = _ProfiledColumnarWordCount if columnar else _ProfiledWordCount
         group = cluster.run_consumer(
-            _ProfiledWordCount(db_dir, output, worker_side), (), processes=1,
+            profiled(db_dir, output, worker_side), (), processes=1,
             root=_consumer_root(cluster, "bench-wordcount-profile"), mode="inprocess",
         )  # fmt: skip
         cluster._loop.loop.call_soon_threadsafe(loop_side.enable)
-        e2e = consume(group, shard_id, journal, head, words)
+        e2e = consume(group, shard_id, journal, head, words, acks=not columnar)
         cluster._loop.run(_disable(loop_side))
         consumer = group.consumers[0]
         assert consumer is not None
@@ -510,6 +524,7 @@ def main() -> None:
     parser.add_argument("--words", type=int, help="override the words per end-to-end run")
     parser.add_argument("--profile", action="store_true", help="instead, profile one in-process word count")
     parser.add_argument("--top", type=int, default=25, help="entries per profile listing")
+    parser.add_argument("--columnar", action="store_true", help="with --profile: the columnar word count")
     args = parser.parse_args()
     settings = QUICK if args.quick else FULL
     for field in ("runs", "failovers", "words"):
@@ -519,7 +534,7 @@ def main() -> None:
                 parser.error(f"--{field} {value} must be at least 1")
             settings = dataclasses.replace(settings, **{field: value})
     if args.profile:
-        print(profile(settings.words, args.top))
+        print(profile(settings.words, args.top, args.columnar))
         return
     console = Console()
     if not console.is_terminal:

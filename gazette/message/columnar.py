@@ -72,6 +72,16 @@ _HISTORY_IDS = -(1 << 50)  # row ids of history tables (rows before a checkpoint
 History = Callable[[str, int, int], pa.Table]  # (journal, begin, end) -> decoded rows of [begin, end)
 
 
+_NUMPY_OF = {pa.int64(): np.int64, pa.int32(): np.int32}
+
+
+def int_array(values: np.ndarray, type: pa.DataType = pa.int64()) -> pa.Array:  # noqa: A002 (pyarrow's name)
+    """An int64 or int32 Arrow array (no nulls) on `values`' memory: pa.array() imports pandas on
+    its first call, which costs a process about half a second (a consumer's first transaction)."""
+    data = np.ascontiguousarray(values, dtype=_NUMPY_OF[type])
+    return pa.Array.from_buffers(type, len(data), [None, pa.py_buffer(data)])
+
+
 def meta_schema(fields: pa.Schema) -> pa.Schema:
     """The schema of decoded tables: META's columns, then `fields`."""
     return pa.schema([*_META_FIELDS, *fields])
@@ -203,11 +213,11 @@ def decode_json_lines(
         raise bad("a UUID is not a canonical RFC 4122 version-1 UUID string")
     _, clock, flags, producer = split
     meta = [
-        pa.array(starts + base, pa.int64()),
-        pa.array(ends + base, pa.int64()),
+        int_array(starts + base),
+        int_array(ends + base),
         producer,
-        pa.array(clock, pa.int64()),
-        pa.array(flags, pa.int32()),
+        int_array(clock),
+        int_array(flags, pa.int32()),
     ]
     cols = [table.column(f.name) for f in fields]
     return pa.Table.from_arrays([*meta, *cols], schema=meta_schema(fields))
@@ -320,7 +330,7 @@ class ColumnarSequencer:
                 lo = np.searchsorted(ids, t_first)
                 hi = np.searchsorted(ids, t_first + t.num_rows)
                 if hi > lo:
-                    out.append(t.take(pa.array(ids[lo:hi] - t_first)))
+                    out.append(t.take(int_array(ids[lo:hi] - t_first)))
                     replayed = replayed or t_first < 0
         self._history_tables = []
         horizon = d.open_horizon()

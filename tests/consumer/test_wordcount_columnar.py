@@ -93,7 +93,7 @@ def columnar(envs: list[Envelope], tables: list[list[Envelope]], ring_size: int,
         for t in store.tables
         for w, n in zip(t.column("word").to_pylist(), t.column("count").to_pylist(), strict=True)
     ]
-    counts = dict(store.counts)
+    counts = dict(zip(store.vocab.to_pylist(), store.vcounts.tolist(), strict=True))
     store.destroy()
     return counts, outputs
 
