@@ -22,7 +22,7 @@ from gazette.consumer import BatchApplication, Shard
 from gazette.consumer.store import Store
 from gazette.examples.wordcount import LOAD_BATCH, OUTPUT_BATCH, CountStore, WordCount
 from gazette.message import Publisher
-from gazette.message.columnar import int_array
+from gazette.message.columnar import int_array, int_values
 from gazette.protocol.errors import ValidationError
 
 WORD_SCHEMA = pa.schema([pa.field("word", pa.string())])
@@ -81,8 +81,8 @@ class ColumnarCountStore(CountStore):
 
 
 def _int64(arr: pa.Array) -> np.ndarray:
-    """An integer Arrow array without nulls as a writable int64 numpy array."""
-    return np.asarray(arr.to_numpy(zero_copy_only=False), np.int64).copy()
+    """An int32 or int64 Arrow array without nulls as a writable int64 numpy array."""
+    return int_values(arr).astype(np.int64, copy=True)
 
 
 class ColumnarWordCount(BatchApplication, WordCount):

@@ -47,6 +47,8 @@ __all__ = [
     "decode_json_lines",
     "empty_table",
     "encode_json_lines",
+    "int_array",
+    "int_values",
     "meta_schema",
 ]
 
@@ -223,8 +225,18 @@ def decode_json_lines(
     return pa.Table.from_arrays([*meta, *cols], schema=meta_schema(fields))
 
 
-def _ints(column: pa.ChunkedArray | pa.Array) -> np.ndarray:
-    return np.asarray(column.to_numpy(), np.int64) if len(column) else np.zeros(0, np.int64)
+def int_values(column: pa.ChunkedArray | pa.Array) -> np.ndarray:
+    """An int64 or int32 column without nulls as int64 numpy, read from its buffers (pyarrow's
+    to_numpy() imports pandas on first use)."""
+    if isinstance(column, pa.ChunkedArray):
+        parts = [int_values(c) for c in column.chunks]
+        return np.concatenate(parts) if len(parts) != 1 else parts[0]
+    n = len(column)
+    if not n:
+        return np.zeros(0, np.int64)
+    dtype = np.dtype(_NUMPY_OF[column.type])
+    values = np.frombuffer(column.buffers()[1], dtype, count=n, offset=column.offset * dtype.itemsize)
+    return values.astype(np.int64, copy=False)
 
 
 @dataclasses.dataclass
@@ -289,8 +301,8 @@ class ColumnarSequencer:
         self._history_next += table.num_rows
         self._history_tables.append((first, table))
         producers = table.column("_producer").to_pylist()
-        begins, ends = _ints(table.column("_begin")), _ints(table.column("_end"))
-        clocks, flags = _ints(table.column("_clock")), _ints(table.column("_flags"))
+        begins, ends = int_values(table.column("_begin")), int_values(table.column("_end"))
+        clocks, flags = int_values(table.column("_clock")), int_values(table.column("_flags"))
         return [
             Envelope(journal, int(begins[i]), int(ends[i]), first + i, None,
                      bytes.fromhex(producers[i] or ""), int(clocks[i]), int(flags[i]))
@@ -313,11 +325,11 @@ class ColumnarSequencer:
         d = j.decider
         d.add(
             first,
-            _ints(table.column("_begin")),
+            int_values(table.column("_begin")),
             None,
             table.column("_producer"),
-            _ints(table.column("_clock")),
-            _ints(table.column("_flags")),
+            int_values(table.column("_clock")),
+            int_values(table.column("_flags")),
         )
         self._offsets[journal] = int(table.column("_end")[n - 1].as_py())  # as the Sequencer, once drained
         ids = np.concatenate(d.committed) if len(d.committed) > 1 else d.committed[0] if d.committed else None
