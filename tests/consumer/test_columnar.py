@@ -11,6 +11,7 @@ from typing import Any
 import pyarrow as pa
 
 from gazette.consumer import BatchApplication, MemoryStore, Shard, ShardSpec
+from gazette.consumer.columnar import Columnar
 from gazette.consumer.status import ReplicaCode
 from gazette.examples import wordcount
 from gazette.examples.wordcount_columnar import ColumnarWordCount
@@ -168,3 +169,52 @@ def test_a_deferred_table_is_consumed_once_in_the_next_transaction(cluster) -> N
     group.wait_for(lambda _: len(app.seen) >= 40, 60, "every message consumed")
     assert sorted(app.seen) == list(range(40))  # once each, deferred or not
     assert app.deferred == 1
+
+
+def test_a_span_open_across_a_restore_is_replayed_from_the_journal(cluster, tmp_path, monkeypatch) -> None:
+    """A transaction left open when the primary's checkpoint was committed (its span begun before
+    it), then the member crashes; once the new primary restored that checkpoint, the transaction's
+    ACK commits the span, whose messages it reads back from the journal (the history read on the
+    event loop): every word counted once, each word's counts 1..n once."""
+    reads: list[tuple[str, int, int]] = []
+    history = Columnar.history
+
+    def recorded(self: Columnar, journal: str, lo: int, hi: int) -> pa.Table:
+        reads.append((journal, lo, hi))
+        return history(self, journal, lo, hi)
+
+    monkeypatch.setattr(Columnar, "history", recorded)
+    client = cluster.client()
+    client.apply_journals(wordcount.journals(1))
+    cluster.wait_for_routes()
+    journal = wordcount.words_journal(0)
+    db_dir = str(tmp_path)
+    group = cluster.run_consumer(ColumnarWordCount(db_dir), wordcount.shards(1))
+    group.wait_for(lambda s: s[0].primary is not None, 30, "a primary")
+    open_txn, committed = Publisher(client), Publisher(client)
+    early = ["a", "b", "a"]
+    for w in early:
+        open_txn.publish_uncommitted(journal, {"word": w})
+    open_txn.flush()
+    for w in ["c", "a", "d"]:
+        committed.publish_committed(journal, {"word": w})
+    committed.flush()
+    group.wait_for(
+        lambda _: sum(wordcount.store_counts(db_dir).values()) >= 3, 30, "the committed words counted"
+    )
+    group.kill(0)
+    late = ["b", "e"]
+    for w in late:
+        open_txn.publish_uncommitted(journal, {"word": w})
+    open_txn.commit()
+    open_txn.flush()
+    group.restart(0)
+    words = early + ["c", "a", "d"] + late
+    group.wait_for(
+        lambda _: sum(wordcount.store_counts(db_dir).values()) >= len(words), 60, "every word counted"
+    )
+    assert wordcount.store_counts(db_dir) == dict(Counter(words))
+    oracle(client, words)
+    assert reads and reads[0][:2] == (journal, 0)  # the open span, from its first message
+    open_txn.close()
+    committed.close()
