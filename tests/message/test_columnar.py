@@ -24,7 +24,7 @@ from gazette.message.framing import FramingError, framing_for
 from gazette.message.sequencer import QueueOutcome, Sequencer
 from gazette.message.uuid import build_uuid
 
-SETTINGS = settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+SETTINGS = settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 FIELDS = pa.schema([pa.field("id", pa.int64())])
 
 
