@@ -143,10 +143,12 @@ class TransactionLoop:
         self.restored = checkpoint
         self.columnar: Columnar | None = None
         self.sequencer: Sequencer
-        if getattr(app, "consume_batch", None) is not None:  # a BatchApplication: the columnar path
+        from gazette.consumer.application import BatchApplication
+
+        if isinstance(app, BatchApplication):  # the columnar path (it needs pyarrow: imported here)
             from gazette.consumer.columnar import Columnar
 
-            self.columnar = Columnar(self, app)  # type: ignore[arg-type]
+            self.columnar = Columnar(self, app)
             # The ColumnarSequencer has what is used outside the per-message path: offsets,
             # dequeuing, has_pending, checkpoint and describe.
             self.sequencer = self.columnar.sequencer  # type: ignore[assignment]
