@@ -2,7 +2,9 @@
 
 End to end: words pre-published in transactions, then one `gazette consumer run` subprocess counts
 them into sqlite (SQLStore) until its checkpoint reads through the write heads with ACKs written;
-limit: ReadCommitted of the same journal in the same run. Fail-over: SIGKILL of a shard's primary until
+limit: ReadCommitted of the same journal in the same run. The columnar word count
+(ColumnarWordCount, a BatchApplication) counts the same journal in a second subprocess, and the
+columnar reader (ReadCommittedTables) reads it, both beside the per-message rows of the same run. Fail-over: SIGKILL of a shard's primary until
 its hot standby commits a transaction; limit: the lease TTL + 5 s. `python -m bench.consumer [--quick]
 [--profile]` runs them alone (or profiles an in-process consumer)."""
 
@@ -30,8 +32,10 @@ from gazette.consumer.consumer import ShardInfo
 from gazette.consumer.status import ReplicaCode
 from gazette.consumer.store import Store
 from gazette.examples.wordcount import JSON_LABELS, WordCount
+from gazette.examples.wordcount_columnar import WORD_SCHEMA, ColumnarWordCount
 from gazette.local.cluster import LocalCluster
 from gazette.message import Publisher, ReadCommitted
+from gazette.message.columnar import ReadCommittedTables
 
 GOAL_MSGS_PER_S = 100_000  # issue 5: end-to-end exactly-once word count, one consumer process
 FAILOVER_SLACK_S = 5.0  # issue 5: fail-over within the lease TTL plus this
@@ -45,6 +49,7 @@ POLL_INTERVAL_S = 0.02
 UNIT = "k msg/s"
 
 E2E_GOAL = RateTarget("value", GOAL_MSGS_PER_S / 1000, "≥ 100k msg/s")
+COLUMNAR_E2E_TARGET = Target("ratio", 1.0, "≥ 1.0 of ReadCommitted (issue 26)")
 FAILOVER_TARGET = Target("ratio", 1.0, "≤ lease TTL + 5 s")
 
 
@@ -82,6 +87,21 @@ def consumer_figures() -> dict[str, Figure]:
             True,
             "cons_read_committed",
             E2E_GOAL,
+        ),
+        Figure(
+            "cons_read_committed_columnar",
+            "Columnar reader (ReadCommittedTables) of the words",
+            UNIT,
+            True,
+            "cons_read_committed",
+        ),
+        Figure(
+            "cons_e2e_columnar",
+            "Word count e2e columnar (ColumnarWordCount, 1 shard)",
+            UNIT,
+            True,
+            "cons_read_committed",
+            COLUMNAR_E2E_TARGET,
         ),
         Figure("cons_failover_limit", "Limit: consumer lease TTL + 5 s", "s", False),
         Figure(
@@ -181,7 +201,7 @@ class E2E:
     ack_s: float  # sum of their ACK appends (after commit)
 
 
-def consume(group: ConsumerGroup, shard_id: str, journal: str, head: int, words: int) -> E2E:
+def consume(group: ConsumerGroup, shard_id: str, journal: str, head: int, words: int, acks: bool = True) -> E2E:
     """Applies shard `shard_id` reading `journal` (already holding `words` words up to `head`) and
     waits until it read through `head` with its ACKs written; times it from the shard's first message
     to the end of its last transaction (the consumer's own clock, from Inspect)."""
@@ -193,10 +213,12 @@ def consume(group: ConsumerGroup, shard_id: str, journal: str, head: int, words:
     shards = group.client()
     shards.stat_shard(shard_id, {journal: head}, timeout=STAT_TIMEOUT_S)
     info = shards.inspect(shard_id)
-    return _e2e_of(info, applied, words)
+    return _e2e_of(info, applied, words, acks)
 
 
-def _e2e_of(info: ShardInspection, applied: float, words: int) -> E2E:
+def _e2e_of(info: ShardInspection, applied: float, words: int, with_acks: bool = True) -> E2E:
+    """The run's figures from Inspect; the transactions' messages count ACKs unless the shard's
+    application is columnar (`with_acks` False: its tables leave them out)."""
     txns = info.transactions
     if not txns:
         raise ConsumerBenchError(f"shard {info.shard} read through its journal without a transaction")
@@ -206,7 +228,7 @@ def _e2e_of(info: ShardInspection, applied: float, words: int) -> E2E:
             f"the last {len(txns)} only: raise MAX_TXN_DURATION or lower the words per run"
         )
     consumed = sum(t.messages for t in txns)
-    acks = -(-words // TXN_MESSAGES)
+    acks = -(-words // TXN_MESSAGES) if with_acks else 0
     if consumed != words + acks:
         raise ConsumerBenchError(
             f"shard {info.shard} consumed {consumed} envelopes, expected {words} words and {acks} ACKs"
@@ -238,6 +260,14 @@ def _run_e2e(
     group = cluster.run_consumer(
         WordCount(db_dir, output), (), processes=1, root=_consumer_root(cluster, "bench-wordcount-e2e")
     )
+    col_dir = os.path.join(cluster.data_dir, "bench-wordcount-columnar")
+    os.makedirs(col_dir, exist_ok=True)
+    col_output = "bench/consumer/counts-columnar"
+    _apply_journals(cluster, client, [col_output])
+    col_group = cluster.run_consumer(
+        ColumnarWordCount(col_dir, col_output), (), processes=1,
+        root=_consumer_root(cluster, "bench-wordcount-columnar"),
+    )  # fmt: skip
     try:
         n = settings.words
         acks = -(-n // TXN_MESSAGES)
@@ -251,20 +281,47 @@ def _run_e2e(
                 read_rate(ReadCommitted(client, journal), n + acks, "ReadCommitted of the words")
                 for _ in range(LIMIT_PASSES)
             )
+            columnar_read = max(
+                read_rows(ReadCommittedTables(client, journal, WORD_SCHEMA), n) for _ in range(LIMIT_PASSES)
+            )
             e2e = consume(group, shard_id, journal, head, n)
             stored = _stored_total(_db_path(db_dir, shard_id))
             if stored != n:
                 raise ConsumerBenchError(f"shard {shard_id} stored counts summing to {stored}, expected {n}")
             group.apply([], deletes=[shard_id])
+            col_id = f"bench-count-columnar-{i}"
+            col = consume(col_group, col_id, journal, head, n, acks=False)
+            stored = _stored_total(_db_path(col_dir, col_id))
+            if stored != n:
+                raise ConsumerBenchError(f"shard {col_id} stored counts summing to {stored}, expected {n}")
+            col_group.apply([], deletes=[col_id])
             figures["cons_read_committed"].samples.append(limit / 1000)
             figures["cons_e2e"].samples.append(e2e.rate / 1000)
+            figures["cons_read_committed_columnar"].samples.append(columnar_read / 1000)
+            figures["cons_e2e_columnar"].samples.append(col.rate / 1000)
             log(
                 f"  e2e {e2e.rate / 1000:.4g}k msg/s ({n} words in {e2e.seconds:.2f} s, {e2e.transactions} txns, "
                 f"commits {e2e.commit_s:.2f} s, ACKs {e2e.ack_s:.2f} s; apply to first message "
                 f"{e2e.startup_s:.2f} s), ReadCommitted {limit / 1000:.4g}k, published at {pub_rate / 1000:.4g}k"
             )
+            log(
+                f"  columnar e2e {col.rate / 1000:.4g}k msg/s ({col.seconds:.2f} s, {col.transactions} txns, "
+                f"{col.rate / e2e.rate:.2f}x per-message, {col.rate / limit:.2f} of ReadCommitted); "
+                f"columnar reader {columnar_read / 1000:.4g}k ({columnar_read / limit:.2f}x ReadCommitted)"
+            )
     finally:
         group.close()
+        col_group.close()
+
+
+def read_rows(reader: ReadCommittedTables, expected: int) -> float:
+    """Rows per second of a columnar reader over a whole journal (all `expected` rows)."""
+    start = time.perf_counter()
+    count = sum(t.num_rows for t in reader)
+    elapsed = time.perf_counter() - start
+    if count != expected:
+        raise ConsumerBenchError(f"ReadCommittedTables yielded {count} rows, expected {expected}")
+    return count / elapsed
 
 
 # --- fail-over ----------------------------------------------------------------------------------------
@@ -399,10 +456,23 @@ class _ProfiledWordCount(WordCount):
         return super().new_store(shard, recorder)
 
 
-def profile(words: int, top: int) -> str:
+class _ProfiledColumnarWordCount(ColumnarWordCount):
+    """ColumnarWordCount whose shard worker thread runs under `profiler` (as _ProfiledWordCount)."""
+
+    def __init__(self, db_dir: str, output: str, profiler: cProfile.Profile) -> None:
+        super().__init__(db_dir, output)
+        self.profiler = profiler
+
+    def new_store(self, shard: Shard, recorder: Any) -> Store:
+        self.profiler.enable()
+        return super().new_store(shard, recorder)
+
+
+def profile(words: int, top: int, columnar: bool = False) -> str:
     """Runs the word count of `words` pre-published words with the consumer in this process (the
     broker stays a subprocess) under cProfile, on the loop thread (reads, sequencing, appends) and on
-    the shard's worker thread (the application and sqlite); returns the top entries of each."""
+    the shard's worker thread (the application and sqlite); returns the top entries of each.
+    `columnar` profiles ColumnarWordCount instead."""
     out = io.StringIO()
     with LocalCluster(brokers=1, mode="subprocess") as cluster:
         client = cluster.client()
@@ -415,12 +485,13 @@ def profile(words: int, top: int) -> str:
         # CPU time of each thread: wall time would charge one thread's waits for the GIL to whatever
         # it was running when the other one took it.
         worker_side, loop_side = cProfile.Profile(time.thread_time), cProfile.Profile(time.thread_time)
+        profiled = _ProfiledColumnarWordCount if columnar else _ProfiledWordCount
         group = cluster.run_consumer(
-            _ProfiledWordCount(db_dir, output, worker_side), (), processes=1,
+            profiled(db_dir, output, worker_side), (), processes=1,
             root=_consumer_root(cluster, "bench-wordcount-profile"), mode="inprocess",
         )  # fmt: skip
         cluster._loop.loop.call_soon_threadsafe(loop_side.enable)
-        e2e = consume(group, shard_id, journal, head, words)
+        e2e = consume(group, shard_id, journal, head, words, acks=not columnar)
         cluster._loop.run(_disable(loop_side))
         consumer = group.consumers[0]
         assert consumer is not None
@@ -453,6 +524,7 @@ def main() -> None:
     parser.add_argument("--words", type=int, help="override the words per end-to-end run")
     parser.add_argument("--profile", action="store_true", help="instead, profile one in-process word count")
     parser.add_argument("--top", type=int, default=25, help="entries per profile listing")
+    parser.add_argument("--columnar", action="store_true", help="with --profile: the columnar word count")
     args = parser.parse_args()
     settings = QUICK if args.quick else FULL
     for field in ("runs", "failovers", "words"):
@@ -462,7 +534,7 @@ def main() -> None:
                 parser.error(f"--{field} {value} must be at least 1")
             settings = dataclasses.replace(settings, **{field: value})
     if args.profile:
-        print(profile(settings.words, args.top))
+        print(profile(settings.words, args.top, args.columnar))
         return
     console = Console()
     if not console.is_terminal:

@@ -79,6 +79,7 @@ PEER_OF = {
     "msg_publish_txn": "kafka_publish_txn",
     "kafka_ours_publish": "kafka_publish_idem",
     "msg_read_txn": "kafka_consume_txn",
+    "msg_read_txn_columnar": "kafka_consume_txn",  # issue 26's goal: at least 2x Kafka's consumer
     "spark_committed_all": "spark_kafka_all",
     "spark_committed_query": "spark_kafka_query",
 }

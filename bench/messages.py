@@ -74,6 +74,14 @@ def message_figures() -> dict[str, Figure]:
         Figure("msg_read_uncommitted", "ReadUncommitted", UNIT, True, "msg_decode", GOAL),
         Figure("msg_read_committed", "ReadCommitted, committed messages", UNIT, True, "msg_decode", GOAL),
         Figure("msg_read_txn", f"ReadCommitted, transactions of {TXN_MESSAGES}", UNIT, True, "msg_decode", GOAL),
+        Figure(
+            "msg_read_txn_columnar",
+            f"Columnar reader (ReadCommittedTables), transactions of {TXN_MESSAGES}",
+            UNIT,
+            True,
+            "msg_decode",
+            GOAL,
+        ),
     ]
     return {f.key: f for f in figures}
 
@@ -141,6 +149,22 @@ def publish(client: Client, journal: str, messages: list[dict[str, Any]], txn: b
         return len(messages) / (time.perf_counter() - start)
 
 
+def columnar_read_rate(client: Client, journal: str, expected: int) -> float:
+    """Rows/s of ReadCommittedTables over `journal` (every field of the messages decoded; ACKs are
+    not rows, so `expected` counts the messages alone)."""
+    import pyarrow as pa
+
+    from gazette.message.columnar import ReadCommittedTables
+
+    fields = pa.schema([("word", pa.string()), ("n", pa.int64()), ("pad", pa.string())])
+    start = time.perf_counter()
+    count = sum(t.num_rows for t in ReadCommittedTables(client, journal, fields))
+    elapsed = time.perf_counter() - start
+    if count != expected:
+        raise RuntimeError(f"ReadCommittedTables yielded {count} rows, expected {expected}")
+    return count / elapsed
+
+
 def read_rate(reader: Iterable[Any], expected: int, what: str) -> float:
     start = time.perf_counter()
     count = sum(1 for _ in reader)
@@ -169,6 +193,7 @@ def run(settings: Settings, log: Callable[[str], None]) -> dict[str, Figure]:
                 "msg_read_uncommitted": read_rate(ReadUncommitted(client, plain), n, "ReadUncommitted"),
                 "msg_read_committed": read_rate(ReadCommitted(client, plain), n, "ReadCommitted"),
                 "msg_read_txn": read_rate(ReadCommitted(client, txn), n + txn_acks, "ReadCommitted of txns"),
+                "msg_read_txn_columnar": columnar_read_rate(client, txn, n),
             }
             for key, value in samples.items():
                 figures[key].samples.append(value / 1000)

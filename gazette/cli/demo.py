@@ -216,8 +216,9 @@ class _Phase:
 
 
 class _Demo:
-    def __init__(self, size: DemoSize, data_dir: str, console: Console) -> None:
+    def __init__(self, size: DemoSize, data_dir: str, console: Console, columnar: bool = False) -> None:
         self.size = size
+        self.columnar = columnar  # run ColumnarWordCount (the columnar consumer path) instead of WordCount
         self.console = console
         self.data_dir = os.path.abspath(data_dir)
         self.store = f"file://{self.data_dir}/fragments/"
@@ -300,9 +301,12 @@ class _Demo:
     def start_consumer(self) -> None:
         os.makedirs(self.db_dir, exist_ok=True)
         shards = wordcount.shards(PARTITIONS, hot_standbys=1, max_txn_duration="1s")
-        self.group = self.cluster.run_consumer(
-            wordcount.WordCount(self.db_dir), shards, processes=CONSUMER_PROCESSES, root=CONSUMER_ROOT
-        )
+        app: Any = wordcount.WordCount(self.db_dir)
+        if self.columnar:
+            from gazette.examples.wordcount_columnar import ColumnarWordCount
+
+            app = ColumnarWordCount(self.db_dir)
+        self.group = self.cluster.run_consumer(app, shards, processes=CONSUMER_PROCESSES, root=CONSUMER_ROOT)
         self.consumers.wait_for(_primary_and_standby, STEP_TIMEOUT_S, "a PRIMARY and a hot STANDBY per shard")
 
     def publish(self) -> None:
@@ -688,12 +692,13 @@ def spark_word_counts(store: str) -> dict[str, int]:
         spark.stop()
 
 
-def run_demo(*, small: bool, keep: bool, data_dir: str, console: Console) -> bool:
-    """Runs the demo in `data_dir` (emptied first); True when every check passed."""
+def run_demo(*, small: bool, keep: bool, data_dir: str, console: Console, columnar: bool = False) -> bool:
+    """Runs the demo in `data_dir` (emptied first); True when every check passed. `columnar` counts
+    with ColumnarWordCount (the columnar consumer path, needs pyarrow), under the same checks."""
     data_dir = os.path.abspath(data_dir)
     shutil.rmtree(data_dir, ignore_errors=True)
     os.makedirs(data_dir)
-    demo = _Demo(SMALL if small else FULL, data_dir, console)
+    demo = _Demo(SMALL if small else FULL, data_dir, console, columnar)
     try:
         return demo.run(keep)
     finally:

@@ -633,11 +633,14 @@ def demo(
     small: bool = typer.Option(False, "--small", help="A small corpus (what make test runs)."),
     keep: bool = typer.Option(False, "--keep", help="Leave the cluster up for exploration."),
     data_dir: str = typer.Option("demo-data", "--data-dir"),
+    columnar: bool = typer.Option(
+        False, "--columnar", help="Count with the columnar word count (BatchApplication; needs pyarrow)."
+    ),
 ) -> None:
     """Run the main job end to end and check its results; exit non-zero on any mismatch."""
     from gazette.cli.demo import run_demo
 
-    ok = run_demo(small=small, keep=keep, data_dir=data_dir, console=console)
+    ok = run_demo(small=small, keep=keep, data_dir=data_dir, console=console, columnar=columnar)
     raise typer.Exit(0 if ok else 1)
 
 

@@ -9,7 +9,7 @@ in `file://`/`s3://` stores that are published exactly once (register, prepare, 
 cleanup). Imports client, message, allocator, keyspace, fragment (stores), protocol.
 """
 
-from gazette.consumer.application import Application, DeferToNextTransaction
+from gazette.consumer.application import Application, BatchApplication, DeferToNextTransaction
 from gazette.consumer.client import (
     AsyncShardClient,
     ShardChange,
@@ -39,6 +39,7 @@ from gazette.protocol.status import ShardStatus
 
 __all__ = [
     "Application",
+    "BatchApplication",
     "AsyncShardClient",
     "Consumer",
     "ConsumerCheckpoint",

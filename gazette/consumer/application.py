@@ -4,6 +4,9 @@ Every method runs on its shard's worker thread (one per shard, so a shard's call
 may block, e.g. on SQL); never on the event loop. `consume_message` sees every read-committed
 envelope of the shard's sources, ACKs included (`env.is_ack`: ignore them). An exception from any
 method fails the shard (status FAILED, with the error stored in its assignment).
+
+`BatchApplication` is the columnar alternative (gazette.consumer.columnar): it receives each read
+chunk's committed messages as one Arrow table instead of one envelope at a time.
 """
 
 from __future__ import annotations
@@ -16,6 +19,8 @@ from gazette.message.envelope import Envelope
 from gazette.message.publisher import Publisher
 
 if TYPE_CHECKING:
+    import pyarrow as pa
+
     from gazette.consumer.shard import Shard
     from gazette.consumer.store import Store
 
@@ -73,3 +78,34 @@ class Application:
 
     def finished_txn(self, shard: Shard, store: Store, commit: concurrent.futures.Future) -> None:
         """Called once a transaction has started committing; `commit` resolves when it has."""
+
+
+class BatchApplication(Application):
+    """An application consuming committed messages a table at a time (the columnar path, which needs
+    pyarrow; gazette.consumer.columnar). Each source must hold JSON lines.
+
+    Per read chunk of a source journal, the committed messages it releases (as the Sequencer would,
+    decided with gazette.message.decide) come to `consume_batch` as one `pyarrow.Table`: META's
+    columns (`_begin`, `_end`, `_producer`, `_clock`, `_flags`; gazette.message.columnar), then the
+    fields of `source_schema(journal)`, rows in journal order, ACKs left out. The checkpoint after it
+    is the Sequencer's, so a shard can move between this path and the per-message one. A chunk whose
+    JSON cannot be decoded against the schema fails the shard, naming the journal and offsets.
+    """
+
+    #: True if `consume_batch` may return 0 to defer a whole table to the next transaction (each
+    #: chunk then costs a snapshot of the sequencer state); False makes returning 0 an error.
+    defers = False
+
+    def source_schema(self, journal: str) -> pa.Schema:
+        """The message fields to decode from `journal` (members not named are ignored, missing
+        ones are null). Called once per source when a transaction loop starts."""
+        raise NotImplementedError(f"{type(self).__name__}.source_schema is not implemented")
+
+    def consume_batch(self, shard: Shard, store: Store, journal: str, batch: pa.Table, pub: Publisher) -> int | None:
+        """Applies a table of committed messages of `journal` to the store's transaction; may publish
+        (uncommitted). Returns None once it consumed them all, or 0 (with `defers`) to leave the
+        whole table for the next transaction; not on a transaction's first table."""
+        raise NotImplementedError(f"{type(self).__name__}.consume_batch is not implemented")
+
+    def consume_message(self, shard: Shard, store: Store, env: Envelope, pub: Publisher) -> None:
+        raise NotImplementedError(f"{type(self).__name__} consumes tables (consume_batch), not envelopes")

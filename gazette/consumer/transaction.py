@@ -16,6 +16,8 @@ Progress (read-through, publish-at, recent timings) is what the Shard service's 
 Sequencing and consuming run together on the shard's worker thread, one envelope at a time, so an
 application's DeferToNextTransaction leaves its envelope (and everything after it) undelivered: the
 checkpoint resumes at it. The shard's publisher clock moves to the wall time once per transaction.
+A BatchApplication takes the columnar path instead (gazette.consumer.columnar): raw reads, and per
+chunk one table decoded, decided and consumed on the worker thread.
 """
 
 from __future__ import annotations
@@ -44,6 +46,7 @@ from gazette.protocol.status import Status
 
 if TYPE_CHECKING:
     from gazette.consumer.application import Application
+    from gazette.consumer.columnar import Columnar, RawChunk, RawSource
     from gazette.consumer.shard import Shard
 
 log = logging.getLogger(__name__)
@@ -138,9 +141,21 @@ class TransactionLoop:
         self.store = store
         self.hooks = hooks
         self.restored = checkpoint
-        self.sequencer = Sequencer.from_checkpoint(
-            checkpoint.sequencer, ring_size=shard.spec.effective_ring_buffer_size
-        )
+        self.columnar: Columnar | None = None
+        self.sequencer: Sequencer
+        from gazette.consumer.application import BatchApplication
+
+        if isinstance(app, BatchApplication):  # the columnar path (it needs pyarrow: imported here)
+            from gazette.consumer.columnar import Columnar
+
+            self.columnar = Columnar(self, app)
+            # The ColumnarSequencer has what is used outside the per-message path: offsets,
+            # dequeuing, has_pending, checkpoint and describe.
+            self.sequencer = self.columnar.sequencer  # type: ignore[assignment]
+        else:
+            self.sequencer = Sequencer.from_checkpoint(
+                checkpoint.sequencer, ring_size=shard.spec.effective_ring_buffer_size
+            )
         # The shard's clock (docs/semantics.md#transaction-loop): its publisher never moves it; each
         # transaction moves it to the wall time at its beginning (plus `hooks.publish_clock_delta_s`).
         self.clock = Clock.now()
@@ -153,13 +168,13 @@ class TransactionLoop:
         self._progressed: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         # Decoded batches between the source readers and this loop, bounded in envelopes (Gazette's
         # read channel of ShardSpec.read_channel_size).
-        self._queue: ReadChannel[tuple[ReadUncommitted, list[Envelope]] | BaseException] = ReadChannel(
+        self._queue: ReadChannel[tuple[ReadUncommitted, list[Envelope]] | RawChunk | BaseException] = ReadChannel(
             shard.spec.effective_read_channel_size
         )
         self._get: asyncio.Task[Any] | None = None
         self._readers: list[asyncio.Task[None]] = []
-        self.sources: list[ReadUncommitted] = []  # one read of each source journal (metrics' lag)
-        self._carry: _Chunk | None = None  # a chunk a deferral interrupted: finished first next time
+        self.sources: list[ReadUncommitted | RawSource] = []  # one read of each source journal (metrics' lag)
+        self._carry: _Chunk | RawChunk | None = None  # a chunk a deferral interrupted: finished first next time
         self._txn_messages = 0  # envelopes consumed by the open transaction (0: none open)
         self._sequencing = False  # the worker thread is using the sequencer
         self.side_effects = store.side_effects
@@ -255,6 +270,13 @@ class TransactionLoop:
         offsets = self.sequencer.offsets
         for source in self.shard.spec.sources:
             offset = max(offsets.get(source.journal, 0), source.min_offset)
+            if self.columnar is not None:
+                from gazette.consumer.columnar import RawSource
+
+                raw = RawSource(self.shard.client, source.journal, offset)
+                self.sources.append(raw)
+                self._readers.append(asyncio.create_task(self._read_raw(raw), name=f"shard {self.shard.id} read"))
+                continue
             reader = ReadUncommitted(
                 self.shard.client, source.journal, offset, block=True,
                 framing_options=self.app.source_framing_options(source.journal),
@@ -275,9 +297,22 @@ class TransactionLoop:
         except BaseException as exc:
             await self._queue.put(exc)
 
+    async def _read_raw(self, source: RawSource) -> None:
+        """The columnar path's reader: chunks of whole lines, each taking as many places in the
+        read channel as it has lines (at most the channel's capacity: a chunk is never split)."""
+        try:
+            size = self._queue.capacity
+            async for chunk in source.chunks():
+                await self._queue.put(chunk, min(chunk.lines, size))
+            raise PeerError(f"blocking read of source journal {source.journal} ended")
+        except asyncio.CancelledError:
+            raise
+        except BaseException as exc:
+            await self._queue.put(exc)
+
     # ---- one transaction
 
-    def _ready(self) -> tuple[ReadUncommitted, list[Envelope]] | BaseException | None:
+    def _ready(self) -> tuple[ReadUncommitted, list[Envelope]] | RawChunk | BaseException | None:
         get = self._get
         if get is not None:
             if not get.done():
@@ -338,7 +373,11 @@ class TransactionLoop:
                     continue
                 if isinstance(item, BaseException):
                     raise item
-                chunk = item if isinstance(item, _Chunk) else _Chunk(*item)
+                chunk: _Chunk | RawChunk
+                if isinstance(item, tuple):
+                    chunk = _Chunk(*item)
+                else:
+                    chunk = item  # a carried _Chunk, or a RawChunk of the columnar path
                 started = (loop.time(), time.time(), time.monotonic())  # the txn began here if it had not
                 consumed, deferred = await self._consume_chunk(chunk)
                 if consumed and began is None:
@@ -358,9 +397,16 @@ class TransactionLoop:
         txn.consume_s = max(0.0, txn.commit_started - began_mono) if began is not None else 0.0
         return txn
 
-    async def _consume_chunk(self, chunk: _Chunk) -> tuple[int, bool]:
+    async def _consume_chunk(self, chunk: _Chunk | RawChunk) -> tuple[int, bool]:
         """Sequences `chunk` and consumes what it commits, on the worker thread; reads a replay
         range when the ring lost a span. Returns (envelopes consumed, whether one was deferred)."""
+        if self.columnar is not None:
+            self._sequencing = True
+            try:
+                return await self.in_worker(self.columnar.consume, chunk)
+            finally:
+                self._sequencing = False
+        assert isinstance(chunk, _Chunk)
         consumed = 0
         while True:
             self._sequencing = True

@@ -217,11 +217,13 @@ def run(
     kill_consumer_at: float | None = None,
     db_dir: str | None = None,
     timeout: float = 120.0,
+    columnar: bool = False,
 ) -> dict[str, int]:
     """Publishes `words`, runs the word-count consumer until all are consumed and returns the stored
     counts. With `kill_consumer_at` (a fraction), the consumer crashes once it has committed about that
     fraction of the words and a fresh consumer takes over: in-process, between a store commit and its
-    ACKs (a test hook); with a subprocess cluster, by a SIGKILL of the consumer process."""
+    ACKs (a test hook); with a subprocess cluster, by a SIGKILL of the consumer process. `columnar`
+    runs ColumnarWordCount (gazette.examples.wordcount_columnar, needs pyarrow) instead of WordCount."""
     client = cluster.client()
     client.apply_journals(journals(partitions, store=getattr(cluster, "store", None)))
     cluster.wait_for_routes()
@@ -240,7 +242,12 @@ def run(
 
     inprocess = getattr(cluster, "mode", "inprocess") == "inprocess"
     hooks = {"hooks": Hooks(ack_gate=ack_gate)} if inprocess else {}
-    group: ConsumerGroup = cluster.run_consumer(WordCount(db_dir), shards(partitions), **hooks)
+    app: Application = WordCount(db_dir)
+    if columnar:
+        from gazette.examples.wordcount_columnar import ColumnarWordCount
+
+        app = ColumnarWordCount(db_dir)
+    group: ConsumerGroup = cluster.run_consumer(app, shards(partitions), **hooks)
     heads = publish_words(client, words, partitions)
     if limit is not None:
         if not inprocess:

@@ -1,7 +1,8 @@
 """Exactly-once messages: UUIDs, framings, Publisher, mappings, Sequencer, read iterators.
 
 The names of API.md's "Messages" section; the submodules hold the rest (framing classes,
-checkpoints, QueueOutcome, AppendService options).
+checkpoints, QueueOutcome, AppendService options). `decide` (the vectorised commit decision) and
+`columnar` (Arrow tables of committed messages) need numpy and pyarrow and are imported on use.
 """
 
 from gazette.message.envelope import Envelope

@@ -165,6 +165,36 @@ class Publisher:
             self._intents[journal] = (framing, messages[0], first[0] - 1)  # as publish_uncommitted's
         return fut
 
+    def publish_uncommitted_table(self, journal: str, table: Any) -> AppendFuture | None:
+        """`publish_uncommitted_batch` of the rows of a `pyarrow.Table` as messages (each row an
+        object of its columns), framed from the Arrow columns when the journal's framing is JSON
+        lines (gazette.message.columnar.encode_json_lines: the same messages and UUIDs, built
+        column-wise), else from the rows as dicts. None when the table is empty. Needs pyarrow."""
+        if type(journal) is not str:
+            raise TypeError(f"publish_uncommitted_table takes a journal name, not {journal!r}")
+        if not table.num_rows:
+            return None
+        route = self._routes.get(journal)
+        framing = route[0] if route is not None else self._route(journal, {})[1]
+        if not isinstance(framing, JSONFraming) or framing.uuid_pointer.split("/")[1] in table.column_names:
+            return self.publish_uncommitted_batch(journal, table.to_pylist())
+        if self._own_clock:
+            self._update_clock()
+        first: list[int] = []
+        fut = self.service.append_with(journal, self._frame_table, framing, table, first)
+        if journal not in self._intents:
+            self._intents[journal] = (framing, table.slice(0, 1).to_pylist()[0], first[0] - 1)
+        return fut
+
+    def _frame_table(self, framing: JSONFraming, table: Any, first: list[int]) -> bytes:
+        """CONTINUE_TXN frames of the table's rows with consecutive clock ticks (see `_frame_batch`)."""
+        from gazette.message.columnar import encode_json_lines
+
+        n = table.num_rows
+        clock = self.clock.tick_many(n)
+        first.append(clock)
+        return encode_json_lines(table, framing.uuid_pointer, self._uuid_texts.runs(clock, n, _CONTINUE_TXN))
+
     def build_ack_intents(self, *, after_messages: bool = False) -> list[tuple[str, bytes]]:
         """A framed ACK_TXN message per journal published to uncommitted since the last call, each
         with a fresh clock tick; clears the pending set. Low level: `commit()` does it all safely.
