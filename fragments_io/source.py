@@ -123,7 +123,8 @@ def inferred_schema(opts: ReadOptions) -> StructType:
 
 
 class GazetteDataSource(DataSource):
-    """`spark.read.format("gazette")`: journals' messages from persisted fragments."""
+    """`spark.read.format("gazette")`: journals' messages from persisted fragments (and, for live
+    reads, the committed rest up to each journal's write head through brokers: fragments_io.live)."""
 
     def __init__(self, options: dict[str, str]) -> None:
         super().__init__(options)

@@ -4,8 +4,10 @@ persisted) since the last one, exactly once. An offset is a consumer Checkpoint'
 latestOffset runs the commit decision (fragments_io.decide: the Sequencer's, a table at a time) over
 the new bytes' metadata on the driver (within the read limit) to compute the next checkpoint; read()
 reruns it from the start checkpoint over exactly those bytes,
-replaying transactions begun earlier from the bytes before the start. Gaps wait to be persisted;
-a next offset that retention pruned (before the journal's first fragment) fails the query, or with
+replaying transactions begun earlier from the bytes before the start. Gaps wait to be persisted,
+except in live reads (fragments_io.live), where "available" reaches each journal's write head and
+the bytes no fragment holds are read through brokers (by offsets, so a replanned batch reads the
+same bytes whoever persisted them since); a next offset that retention pruned (before the journal's first fragment) fails the query, or with
 failOnDataLoss=false is skipped with a warning. Spark's Kafka options startingOffsets and
 maxOffsetsPerTrigger choose where journals start and how many bytes a micro-batch admits.
 """
