@@ -217,6 +217,31 @@ def test_a_micro_batch_planned_live_reads_the_same_rows_once_persisted(make_loca
     assert _read_all(reader, live_plan) == before  # planned live, read after the flush: the same bytes
 
 
+def test_store_mode_lists_journals_the_store_lacks_through_the_brokers(make_local_cluster, tmp_path):
+    """A live read in store mode finds a journal with nothing persisted through the brokers' List
+    (option journals as a name or a prefix), and plans it whole as one LiveRange up to its head."""
+    from fragments_io.discovery import discover
+    from fragments_io.live import LiveRange
+
+    store = f"file://{tmp_path}/store/"
+    c, client = _cluster(make_local_cluster, ["ld/a", "ld/b", "le/c"], store=store)
+    (tmp_path / "store").mkdir(exist_ok=True)
+    broker = ",".join(c.broker_endpoints)
+
+    def found(journals):
+        return {j.name: j for j in discover(parse_options({"store": store, "broker": broker, "journals": journals})).journals}
+
+    assert set(found("ld/")) == {"ld/a", "ld/b"} and set(found("")) == {"ld/a", "ld/b", "le/c"}
+    assert found("ld/b")["ld/b"].live == ()  # nothing appended: nothing to read
+    assert set(discover(parse_options({"store": store, "journals": "ld/"})).journals) == set()  # store-only
+    client.append("ld/b", b"".join(random_journal(61, 20, 1)))
+    head = client.read_head("ld/b")
+    j = found("ld/b")["ld/b"]
+    reach = max((f.end for f in j.fragments), default=0)  # a broker may persist a first fragment itself
+    assert [(r.begin, r.end) for r in j.live] == ([(reach, head)] if reach < head else [])
+    assert all(isinstance(r, LiveRange) for r in j.live) and all(r.end <= head for r in j.live)
+
+
 def test_a_broker_down_fails_the_read(spark, make_local_cluster, tmp_path):
     """A read planned with the broker up and run after it was killed raises (after brokerTimeout)
     instead of returning the persisted part alone; through Spark the query fails."""
@@ -235,7 +260,7 @@ def test_a_broker_down_fails_the_read(spark, make_local_cluster, tmp_path):
     c.kill_broker(0)
     with pytest.raises(FragmentsIOError, match=r"journal kb/a: reading offsets \[\d+, \d+\) through broker"):
         _read_all(reader, plan)
-    with pytest.raises(Exception, match="broker"):
+    with pytest.raises(Exception, match=r"asking broker\(s\) http://\S+ for the journals' write heads failed"):
         _load(spark, **options).count()
 
 
