@@ -1,4 +1,4 @@
-"""`python -m bench.spark_live [--quick]`: live reads of the `gazette` source (issue 25), beside
+"""`python -m bench.spark_live [--quick] [--runs N]`: live reads of the `gazette` source (issue 25), beside
 Spark's Kafka source on the same machine in the same run.
 
 Freshness: a publisher appends a small committed message every `period_s` seconds, carrying the time
@@ -296,7 +296,13 @@ def run(settings: Settings, log: Log) -> dict[str, Figure]:
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(prog="python -m bench.spark_live", description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="one short run")
+    parser.add_argument("--runs", type=int, help="override the number of runs (each figure is their median)")
     args = parser.parse_args(argv)
+    settings = QUICK if args.quick else FULL
+    if args.runs is not None:
+        if args.runs < 1:
+            parser.error(f"--runs {args.runs} must be at least 1")
+        settings = dataclasses.replace(settings, runs=args.runs)
     from rich.console import Console
 
     from bench import report
@@ -304,7 +310,7 @@ def main(argv: list[str] | None = None) -> None:
     console = Console()
     if not console.is_terminal:
         console.width = max(console.width, 160)  # piped or captured: don't wrap the table
-    figures = run(QUICK if args.quick else FULL, console.log)
+    figures = run(settings, console.log)
     rows = report.rows_of(figures, PEER_OF, {}, list(PEER_OF.values()))
     report.print_table(rows, "gazette source: live reads (each figure the median of its runs)", console)
 
