@@ -3,7 +3,8 @@
 `register(spark)` adds the `gazette` format (batch and streaming); `read_committed` is the
 fragment-parallel committed read; `sql_view` creates a temporary view; `to_delta` and
 `delta_foreach_batch` write DataFrames into Delta tables exactly once. Depends on gazette.protocol,
-keyspace (read-only), fragment and message; never on a running broker.
+keyspace (read-only), fragment and message; on running brokers (through gazette.client) only for
+live reads, option `broker` or `live=true` (fragments_io.live).
 """
 
 from __future__ import annotations
@@ -273,7 +274,8 @@ def read_committed(
 
     Same options and columns as `spark.read.format("gazette")` with isolation=committed;
     beginOffset/endOffset and startingOffsets/endingOffsets apply to rows after the decision. Mod-time
-    bounds are not supported here.
+    bounds are not supported here. Live reads always take the journal plan (one scan, one set of
+    write heads).
     """
     from pyspark.sql import functions as F
 
@@ -288,6 +290,15 @@ def read_committed(
     parsed = parse_options(opts)
     check_batch(parsed)
     register(spark)
+    if parsed.live:
+        # The fragment plan's two scans are planned apart, each up to the write heads of its own
+        # moment: the decisions could cover a transaction's ACK that the row scan stops short of.
+        if by_fragment:
+            raise OptionError(
+                "read_committed(by_fragment=True) plans two scans, which live reads (option broker or "
+                "live) would end at different write heads; use by_fragment=False or None"
+            )
+        by_fragment = False
     if by_fragment is None:
         by_fragment = _fragment_plan_pays(spark, parsed)
     if not by_fragment:
