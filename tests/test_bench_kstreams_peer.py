@@ -117,9 +117,14 @@ def test_the_peer_pairs_with_our_word_count() -> None:
 def test_settings_follow_the_consumer_bench_and_refuse_nonsense() -> None:
     from bench import runner
 
-    for bench, ours in ((runner.QUICK, consumer.QUICK), (runner.FULL, consumer.FULL)):
-        settings = kstreams_peer.settings_for(dataclasses.replace(bench, runs=2))
-        assert (settings.words, settings.runs, settings.name) == (ours.words, 2, ours.name)
+    for bench, ours, base in (
+        (runner.QUICK, consumer.QUICK, kstreams_peer.QUICK),
+        (runner.FULL, consumer.FULL, kstreams_peer.FULL),
+    ):
+        for runs in (1, 9):
+            settings = kstreams_peer.settings_for(dataclasses.replace(bench, runs=runs))
+            assert (settings.words, settings.name) == (ours.words, ours.name)
+            assert settings.runs == min(runs, base.runs)
     assert kstreams_peer.FULL.pause_after == consumer.FULL.words // 4  # half of one of two instances' share
     for bad, match in (
         ({"topology": "flat-map"}, "topology is 'flat-map'"),
