@@ -463,7 +463,7 @@ def word_count(bootstrap: str, settings: Settings, run: int, workdir: Path, log:
             if victim is not None and killed is None and instances[victim].paused:
                 instances[victim].proc.kill()  # SIGKILL, mid-transaction
                 killed = time.time()
-                instances[victim].proc.wait()
+                instances[victim].proc.wait(STOP_TIMEOUT_S)  # gone at once: the kernel ends it
                 instances[victim] = start_instance(
                     victim, 1, workdir, bootstrap, app_id, topics, settings, None
                 )
