@@ -41,6 +41,7 @@ import contextlib
 import dataclasses
 import glob
 import itertools
+import os
 import subprocess
 import tempfile
 import time
@@ -236,6 +237,15 @@ class Instance:
             return f"instance {self.index} is in state {self.state}"
         return None
 
+    def cpu_seconds(self) -> float:
+        """The CPU time (user and system) the JVM has used so far, from /proc; 0 where there is none
+        (not Linux, or already reaped)."""
+        try:
+            fields = Path(f"/proc/{self.proc.pid}/stat").read_text().rsplit(")", 1)[1].split()
+        except (OSError, IndexError):
+            return 0.0
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")  # utime, stime
+
     def log_tail(self, chars: int = 1500) -> str:
         return self.log.read_text(errors="replace")[-chars:].strip() if self.log.exists() else ""
 
@@ -416,6 +426,7 @@ class Result:
     killed_at_s: float | None  # first record to the SIGKILL
     rejoined_s: float | None  # SIGKILL to the restarted instance running with tasks
     output_records: int
+    cpu_s: float  # CPU time of every instance's JVM (startup included): the cost, whatever the load
 
 
 def word_count(bootstrap: str, settings: Settings, run: int, workdir: Path, log: Log) -> Result:
@@ -442,6 +453,7 @@ def word_count(bootstrap: str, settings: Settings, run: int, workdir: Path, log:
     every = list(instances)  # every incarnation, for the first record's time and the cleanup
     reader: OutputReader | None = None
     killed: float | None = None
+    cpu_s = 0.0
     try:
         _wait(
             instances,
@@ -461,6 +473,7 @@ def word_count(bootstrap: str, settings: Settings, run: int, workdir: Path, log:
                 if problem is not None:
                     raise KStreamsBenchError(f"{problem}; its log ends: {inst.log_tail()}")
             if victim is not None and killed is None and instances[victim].paused:
+                cpu_s += instances[victim].cpu_seconds()
                 instances[victim].proc.kill()  # SIGKILL, mid-transaction
                 killed = time.time()
                 instances[victim].proc.wait(STOP_TIMEOUT_S)  # gone at once: the kernel ends it
@@ -486,6 +499,7 @@ def word_count(bootstrap: str, settings: Settings, run: int, workdir: Path, log:
             )
         for inst in instances:
             inst.read_events()
+            cpu_s += inst.cpu_seconds()
         stopped = terminate_all([i.proc for i in instances], STOP_TIMEOUT_S)
         if stopped:
             log(f"  {len(stopped)} instances did not close within {STOP_TIMEOUT_S:.0f} s and were killed")
@@ -512,6 +526,7 @@ def word_count(bootstrap: str, settings: Settings, run: int, workdir: Path, log:
         killed_at_s=None if killed is None else killed - first,
         rejoined_s=None if killed is None or rejoined is None else rejoined - killed,
         output_records=reader.records,
+        cpu_s=cpu_s,
     )
 
 
@@ -555,7 +570,8 @@ def run(settings: Settings, log: Log, bootstrap: str | None = None) -> dict[str,
             )  # fmt: skip
             log(
                 f"  e2e {r.rate / 1000:.4g}k words/s ({settings.words} words in {r.seconds:.2f} s{kill}; commit to "
-                f"first record {r.startup_s:.2f} s; {r.output_records} count records, oracle passed)"
+                f"first record {r.startup_s:.2f} s; {r.output_records} count records, oracle passed; the JVMs used "
+                f"{r.cpu_s:.1f} CPU s, load average {os.getloadavg()[0]:.1f})"
             )
     return figures
 

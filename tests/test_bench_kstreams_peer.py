@@ -63,6 +63,7 @@ def test_a_kill_mid_transaction_leaves_every_count_once_in_the_committed_output(
     assert result.killed_at_s is not None and result.killed_at_s >= 0
     assert result.rejoined_s is not None and result.rejoined_s > 0  # the restarted instance ran with tasks
     assert result.rate > 0 and result.seconds > result.killed_at_s
+    assert result.cpu_s > 0  # three JVMs' CPU time, read from /proc before each stopped
     events = sorted(p.name for p in tmp_path.glob("events-*.txt"))
     assert events == ["events-0-0.txt", "events-1-0.txt", "events-1-1.txt"]  # instance 1 ran twice
     assert f"paused {TINY.pause_after}" in (tmp_path / "events-1-0.txt").read_text()
