@@ -424,7 +424,7 @@ class Result:
     seconds: float
     startup_s: float  # the corpus' commit to the first record taken
     killed_at_s: float | None  # first record to the SIGKILL
-    rejoined_s: float | None  # SIGKILL to the restarted instance running with tasks
+    rejoined_s: float | None  # SIGKILL to the restarted instance running with tasks (None: not by the end)
     output_records: int
     cpu_s: float  # CPU time of every instance's JVM (startup included): the cost, whatever the load
 
@@ -564,9 +564,9 @@ def run(settings: Settings, log: Log, bootstrap: str | None = None) -> dict[str,
             with tempfile.TemporaryDirectory(prefix="bench-kstreams-") as tmp:
                 r = word_count(bootstrap, settings, i, Path(tmp), log)
             figure.samples.append(r.rate / 1000)
-            kill = (
-                f", SIGKILL {r.killed_at_s:.2f} s in, restarted instance running {r.rejoined_s:.2f} s later"
-                if r.killed_at_s is not None and r.rejoined_s is not None else ""
+            kill = "" if r.killed_at_s is None else f", SIGKILL {r.killed_at_s:.2f} s in" + (
+                ", the restarted instance without tasks until the end" if r.rejoined_s is None
+                else f", the restarted instance running with tasks {r.rejoined_s:.2f} s later"
             )  # fmt: skip
             log(
                 f"  e2e {r.rate / 1000:.4g}k words/s ({settings.words} words in {r.seconds:.2f} s{kill}; commit to "

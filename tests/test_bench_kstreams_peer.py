@@ -61,7 +61,9 @@ def test_a_kill_mid_transaction_leaves_every_count_once_in_the_committed_output(
     result = kstreams_peer.word_count(bootstrap, TINY, 0, tmp_path, logs.append)
     assert result.output_records == TINY.words
     assert result.killed_at_s is not None and result.killed_at_s >= 0
-    assert result.rejoined_s is not None and result.rejoined_s > 0  # the restarted instance ran with tasks
+    # The restarted instance may get tasks only after the survivor, holding them all once the victim's
+    # session timed out, has finished: when it ran with tasks is not asserted.
+    assert result.rejoined_s is None or result.rejoined_s > 0
     assert result.rate > 0 and result.seconds > result.killed_at_s
     assert result.cpu_s > 0  # three JVMs' CPU time, read from /proc before each stopped
     events = sorted(p.name for p in tmp_path.glob("events-*.txt"))
