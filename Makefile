@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 EXTRAS ?= dev,s3,spark,notebook
 
-.PHONY: venv services test-min peers delta-jars kafka-jars demo test test-fast lint typecheck protos bench bench-quick soak lab clean
+.PHONY: venv services test-min peers delta-jars kafka-jars kafka-streams demo test test-fast lint typecheck protos bench bench-quick soak lab clean
 
 venv: $(STAMP)
 
@@ -123,6 +123,30 @@ $(KAFKA_STAMP): $(KAFKA_POMS)
 	  touch $@; \
 	fi
 
+# The bench's Kafka Streams peer (bench/kstreams_peer.py): its exactly-once word count, a small Java
+# program (bench/kafka_streams), compiled by Maven against Kafka Streams from Maven Central into
+# build/kafka/streams (its jar and its runtime dependencies) and reused while its pom and source are
+# unchanged. Needs a JDK and Maven (Debian's default-jdk-headless and maven are installed when missing,
+# as root, with apt-get); without them the bench's Kafka Streams row says so, and
+# tests/test_bench_kstreams_peer.py skips (fails under CI).
+KSTREAMS_DIR := bench/kafka_streams
+KSTREAMS_STAMP := build/kafka/.streams-built
+kafka-streams: $(KSTREAMS_STAMP)
+
+$(KSTREAMS_STAMP): $(KSTREAMS_DIR)/pom.xml $(wildcard $(KSTREAMS_DIR)/src/main/java/dev/gazettepy/bench/*.java)
+	@if ! { command -v mvn >/dev/null && command -v javac >/dev/null; } && ! { command -v apt-get >/dev/null && \
+	    [ "$$(id -u)" = 0 ] && { DEBIAN_FRONTEND=noninteractive apt-get install -y -q default-jdk-headless maven || \
+	      { apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q default-jdk-headless maven; }; }; }; then \
+	  echo "kafka-streams: a JDK and Maven are not installed (Debian: apt-get install default-jdk-headless maven), so the bench's Kafka Streams row will skip"; \
+	else \
+	  echo "kafka-streams: compiling the Kafka Streams word count into build/kafka/streams"; \
+	  rm -rf build/kafka/streams build/kafka/streams-build; \
+	  for attempt in 1 2; do \
+	    mvn -q -B -Dstyle.color=never -Dmaven.test.skip=true -f $(KSTREAMS_DIR)/pom.xml package && touch $@ && break; \
+	    [ $$attempt = 2 ] && exit 1; echo "kafka-streams: Maven failed, trying once more"; sleep 5; \
+	  done; \
+	fi
+
 demo: $(STAMP)
 	$(BIN)/gazette demo
 
@@ -138,7 +162,7 @@ services:
 	@bash .ci/services
 
 # Lint and types first (cheap), then the whole suite; the demo runs inside it (tests/test_demo.py).
-test: $(STAMP) services peers delta-jars kafka-jars lint typecheck
+test: $(STAMP) services peers delta-jars kafka-jars kafka-streams lint typecheck
 	$(BIN)/python -m pytest -m "not soak" $(PYTEST_ARGS)
 
 # The runtime dependencies at the lower bounds of pyproject's ranges (.ci/min-requirements.py) in a venv
@@ -172,11 +196,11 @@ NATS_SERVER_CHECK = command -v nats-server >/dev/null || test -x /usr/sbin/nats-
 	    { apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q nats-server; }; }; } || \
 	echo "nats-server not installed (and not installable here): the bench's peer rows will say so"
 
-bench: $(STAMP) peers kafka-jars
+bench: $(STAMP) peers kafka-jars kafka-streams
 	@$(NATS_SERVER_CHECK)
 	$(BIN)/python -m bench
 
-bench-quick: $(STAMP) peers kafka-jars
+bench-quick: $(STAMP) peers kafka-jars kafka-streams
 	@$(NATS_SERVER_CHECK)
 	$(BIN)/python -m bench --quick
 

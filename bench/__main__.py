@@ -1,10 +1,10 @@
 """`python -m bench [--quick] [--runs N] [--no-spark] [--no-gazette] [--no-kafka]`: every benchmark as one suite.
 
-Runs the broker, message, NATS peer, Kafka peer, consumer, replication, Gazette peer and Spark figures
-in turn, prints one table, writes bench/results.json and rewrites the README's table. A part that
-cannot run here (no nats-server, real Gazette not built, Kafka's jars not fetched, no
-bench/consumer.py) or fails leaves its rows with a note saying why; a failure also makes the exit
-status 1, after the results are written.
+Runs the broker, message, NATS peer, Kafka peer, consumer, Kafka Streams peer, replication, Gazette
+peer and Spark figures in turn, prints one table, writes bench/results.json and rewrites the README's
+table. A part that cannot run here (no nats-server, real Gazette not built, Kafka's jars not fetched,
+Kafka Streams' word count not built, no bench/consumer.py) or fails leaves its rows with a note saying
+why; a failure also makes the exit status 1, after the results are written.
 """
 
 from __future__ import annotations
@@ -26,6 +26,7 @@ from rich.console import Console
 from bench import (
     gazette_peer,
     kafka_peer,
+    kstreams_peer,
     messages,
     nats_peer,
     replication,
@@ -84,6 +85,7 @@ def parts(args: argparse.Namespace, settings: runner.Settings, spark_details: di
     """The suite in table order. `spark_details` receives Spark's extra results (data, profiles)."""
     message_settings = messages.settings_for(settings)
     nats_settings = nats_peer.settings_for(settings.name, settings.runs)
+    kstreams_settings = kstreams_peer.settings_for(settings)
 
     spark_settings = spark.QUICK if args.quick else spark.FULL
     if args.runs is not None:
@@ -116,6 +118,13 @@ def parts(args: argparse.Namespace, settings: runner.Settings, spark_details: di
             settings=message_settings,
         ),
         _consumer_part(settings),
+        Part(
+            "kafka streams peer",
+            lambda: kstreams_peer.peer_figures(kstreams_settings),
+            lambda s, log: kstreams_peer.run(kstreams_settings, log),
+            KAFKA_SKIPPED if args.no_kafka else None,
+            settings=kstreams_settings,
+        ),
         Part("replication", replication.replication_figures, replication.run, settings=settings),
         Part(
             "gazette peer",
@@ -180,6 +189,7 @@ def _versions() -> dict[str, str | None]:
         "nats-py": report.package_version("nats-py"),
         "Gazette (Go)": gazette_peer.version(),
         "Kafka": kafka_peer.version(),
+        "Kafka Streams": kstreams_peer.version(),
         "confluent-kafka": report.package_version("confluent-kafka"),
         "pyspark": report.package_version("pyspark"),
     }
@@ -193,7 +203,9 @@ def main() -> None:
     parser.add_argument("--spark", action="store_true", help="with --quick, run Spark's figures too")
     parser.add_argument("--no-gazette", action="store_true", help="skip bench/gazette_peer.py (real Gazette brokers)")
     parser.add_argument(
-        "--no-kafka", action="store_true", help="skip bench/kafka_peer.py (a Kafka broker, and Spark's Kafka source)"
+        "--no-kafka",
+        action="store_true",
+        help="skip bench/kafka_peer.py and bench/kstreams_peer.py (a Kafka broker, Kafka Streams, Spark's Kafka source)",
     )
     args = parser.parse_args()
     settings = runner.QUICK if args.quick else runner.FULL
@@ -217,9 +229,9 @@ def main() -> None:
     kafka_spark_note = (spark_details.get("kafka") or {}).get("note")
     if kafka_spark_note:  # the Spark part ran without its Kafka reader
         notes |= {k: kafka_spark_note for k in kafka_peer.PEER_OF.values() if k.startswith("spark_") and k in figures}
-    peer_of = nats_peer.PEER_OF | gazette_peer.PEER_OF | kafka_peer.PEER_OF | spark_live.PEER_OF
+    peer_of = nats_peer.PEER_OF | gazette_peer.PEER_OF | kafka_peer.PEER_OF | kstreams_peer.PEER_OF | spark_live.PEER_OF
     peers = [*nats_peer.peer_figures(), *gazette_peer.peer_figures(), *kafka_peer.peer_figures()]
-    peers += spark_live.PEER_OF.values()
+    peers += [*kstreams_peer.peer_figures(), *spark_live.PEER_OF.values()]
     rows = report.rows_of(figures, peer_of, notes, peers)
     env = report.environment(_versions())
     env["machine"]["load_average_at_start"] = list(load_at_start)

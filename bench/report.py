@@ -263,7 +263,7 @@ def update_readme(path: Path, rows: list[Row], env: dict[str, Any], settings: di
     if start < 0 or end < start:
         raise ReportError(f"{path} has no {README_START} ... {README_END} section to rewrite")
     m, v = env["machine"], env["versions"]
-    names = ("nats-server", "nats-py", "Gazette (Go)", "Kafka", "confluent-kafka", "pyspark")
+    names = ("nats-server", "nats-py", "Gazette (Go)", "Kafka", "Kafka Streams", "confluent-kafka", "pyspark")
     peers = ", ".join(f"{k} {v[k]}" for k in names if v.get(k))
     load, load_start = m.get("load_average_1_5_15"), m.get("load_average_at_start")
     lines = [

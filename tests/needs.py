@@ -41,6 +41,10 @@ STREAM_SUM_STEP = (
 )
 DELTA_JARS_STEP = "make delta-jars (Maven copies them into build/delta/jars)"
 KAFKA_JARS_STEP = "make kafka-jars (Maven copies them into build/kafka; as root it installs Java and Maven)"
+KAFKA_STREAMS_STEP = (
+    "make kafka-streams (Maven compiles bench/kafka_streams into build/kafka/streams; as root it installs a JDK "
+    "and Maven)"
+)
 VENV_STEP = "make venv (pip install -e '.[dev,s3,spark,notebook]')"
 
 CHROMIUM = Path("/usr/bin/chromium")  # Debian's, which Playwright drives (tests/notebook/test_browser.py)
