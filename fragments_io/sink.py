@@ -211,7 +211,6 @@ def write_task(plan: SinkPlan, batches: Iterable[pa.RecordBatch]) -> SinkCommitM
             rows += batch.num_rows
             task_fault("kill-after-rows", partition, attempt, rows, pub)
         pub.flush(plan.opts.timeout_s)
-        task_fault("raise-after-write", partition, attempt, rows, pub)
         acks = tuple(pub.build_ack_intents())
     except BaseException as exc:
         _best_effort_rollback(pub, exc)
@@ -224,24 +223,27 @@ def write_task(plan: SinkPlan, batches: Iterable[pa.RecordBatch]) -> SinkCommitM
     rollbacks = tuple(
         (j, framing.encode_ack(pub.uuid(c, int(Flags.ACK_TXN)), like)) for j, (c, like, framing) in first.items()
     )
+    task_fault("raise-after-write", partition, attempt, rows, pub)  # as a speculative loser: done, then dropped
     return SinkCommitMessage(partition, attempt, pub.producer_id.hex() if first else "", acks, rollbacks, rows)
 
 
 def task_fault(point: str, partition: int, attempt: int, rows: int, pub: Publisher) -> None:
-    """Test hook of the fault tests (FRAGMENTS_IO_SINK_TASK_FAULT=`<point>:<rows>`), first attempt of
-    partition 0 only: `kill-after-rows` flushes and SIGKILLs the Python worker once `rows` rows are
-    published (a task dying mid-write); `raise-after-write` fails the attempt after all its rows
-    were appended (a duplicate attempt whose output must never count)."""
+    """Test hook of the fault tests: FRAGMENTS_IO_SINK_TASK_FAULT holds comma-separated
+    `<point>:<rows>:<partition>`, each acting on the first attempt of that partition only.
+    `kill-after-rows` flushes and SIGKILLs the Python worker once `rows` rows are published (a task
+    dying mid-write); `raise-after-write` fails the attempt after all its rows were appended (a
+    duplicate attempt whose output must never count)."""
     spec = os.environ.get(TASK_FAULT_ENV)
-    if not spec or attempt != 0 or partition != 0:
+    if not spec or attempt != 0:
         return
-    name, _, at = spec.partition(":")
-    if name != point or rows < int(at or 0):
-        return
-    pub.flush(ROLLBACK_TIMEOUT_S)
-    if point == "kill-after-rows":
-        os.kill(os.getpid(), signal.SIGKILL)
-    raise RuntimeError(f"injected task fault {point} after {rows} rows (attempt {attempt})")
+    for item in spec.split(","):
+        name, at, part = (item.split(":") + ["0", "0"])[:3]
+        if name != point or int(part) != partition or rows < int(at):
+            continue
+        if point == "kill-after-rows":
+            pub.flush(ROLLBACK_TIMEOUT_S)
+            os.kill(os.getpid(), signal.SIGKILL)
+        raise RuntimeError(f"injected task fault {point} after {rows} rows (partition {partition}, attempt 0)")
 
 
 def _groups(
