@@ -1,12 +1,12 @@
 """Fault tests of the `gazette` sink with real processes: Spark drivers run as subprocesses
 (sink_driver.py, local[2,4] so tasks are retried) against a LocalCluster's broker.
 
-- a task's Python worker SIGKILLed mid-write and a duplicate attempt that finished writing and was
-  dropped (Spark retries both): ReadCommitted holds every row once, although the journal holds
-  the attempts' extra messages; the same faults under at-least-once publishing (each row committed
-  by a producer per attempt, as Spark's Kafka sink does) duplicate rows;
 - the driver SIGKILLed after recording its ACK intents, between its ACK appends and after them,
-  then restarted with the same writeIds: every row once, and the restart writes no row again;
+  then rerun with the same writeIds: every row once, and the rerun writes no row again;
+- in that rerun, a task's Python worker SIGKILLed mid-write and a duplicate attempt that finished
+  writing and was dropped (Spark retries both): ReadCommitted holds every row once, although the
+  journal holds the attempts' extra messages; the same faults under at-least-once publishing (each
+  row committed by a producer per attempt, as Spark's Kafka sink does) duplicate rows;
 - a streaming query's driver SIGKILLed between ACK appends, restarted from its checkpoint.
 """
 
@@ -64,29 +64,12 @@ def _data_messages(client, journal):
     return sum(1 for e in ReadUncommitted(client, journal) if e.flags != Flags.ACK_TXN)
 
 
-def test_task_killed_and_duplicate_attempt_exactly_once_while_at_least_once_duplicates(cluster, tmp_path):
-    client = make_journals(cluster, ["faults/exact", "faults/kafka-style"])
-    broker = cluster.broker_endpoints[0]
-    jobs = [
-        {"kind": "batch", "rows": 400, "options": {"broker": broker, "journal": "faults/exact"}},
-        {"kind": "kafka-style", "rows": 400, "broker": broker, "journal": "faults/kafka-style", "kill_after": 100},
-    ]
-    # Partition 0's first attempt is SIGKILLed after 100 rows; partition 1's first attempt writes all
-    # its rows and then fails (as a speculative attempt whose commit Spark refuses).
-    rc = _run(tmp_path, jobs, task_fault="kill-after-rows:100:0,raise-after-write:0:1")
-    assert rc == 0
-    exact = committed(client, "faults/exact")
-    assert ids(exact) == Counter(range(400))
-    # The failed attempts' messages are in the journal, never delivered: >= 100 + partition 1's rows.
-    assert _data_messages(client, "faults/exact") >= 400 + 100 + 1
-    at_least_once = ids(committed(client, "faults/kafka-style"))
-    assert set(at_least_once) == set(range(400))
-    assert sum(at_least_once.values()) - 400 == 100  # the killed attempt's rows, delivered twice
-
-
-def test_batch_driver_killed_before_during_and_after_its_ack_appends(cluster, tmp_path):
+def test_batch_faults_tasks_killed_and_drivers_killed_around_their_ack_appends(cluster, tmp_path):
+    """Three drivers SIGKILLed at the three points of a commit, then one rerun that completes their
+    writes (same writeIds) and also runs the task faults, with and without ACK ownership."""
     journals = ["faults/routed-a", "faults/routed-b"]
     client = make_journals(cluster, journals, app="sink-faults")
+    make_journals(cluster, ["faults/exact", "faults/kafka-style"])
     broker = cluster.broker_endpoints[0]
     checkpoint = str(tmp_path / "intents")
 
@@ -107,11 +90,26 @@ def test_batch_driver_killed_before_during_and_after_its_ack_appends(cluster, tm
     done_early = Counter(m["id"] for j in journals for m in committed(client, j))
     assert set(range(2000, 2200)) <= set(done_early)  # killed after its ACKs: committed already
     assert not set(range(0, 200)) & set(done_early)  # killed before appending: nothing committed yet
+    assert len(set(range(1000, 1200)) & set(done_early)) not in (0, 200)  # killed between two journals' ACKs
 
-    assert _run(tmp_path, [job(w, s) for w, s in writes.values()]) == 0
+    task_jobs = [
+        {"kind": "batch", "rows": 400, "options": {"broker": broker, "journal": "faults/exact"}},
+        {"kind": "kafka-style", "rows": 400, "broker": broker, "journal": "faults/kafka-style", "kill_after": 100},
+    ]
+    # In the rerun, partition 0's first attempt is SIGKILLed after 100 rows; partition 1's first attempt
+    # writes all its rows and then fails (as a speculative attempt whose commit Spark refuses).
+    rerun = [job(w, s) for w, s in writes.values()] + task_jobs
+    assert _run(tmp_path, rerun, task_fault="kill-after-rows:100:0,raise-after-write:0:1") == 0
     got = Counter(m["id"] for j in journals for m in committed(client, j))
     assert got == Counter([*range(0, 200), *range(1000, 1200), *range(2000, 2200)])
-    assert {j: _data_messages(client, j) for j in journals} == before  # the restart wrote no row again
+    assert {j: _data_messages(client, j) for j in journals} == before  # the rerun wrote no row again
+
+    assert ids(committed(client, "faults/exact")) == Counter(range(400))
+    # The failed attempts' messages are in the journal, never delivered: >= 100 + partition 1's rows.
+    assert _data_messages(client, "faults/exact") >= 400 + 100 + 1
+    at_least_once = ids(committed(client, "faults/kafka-style"))
+    assert set(at_least_once) == set(range(400))
+    assert sum(at_least_once.values()) - 400 == 100  # the killed attempt's rows, delivered twice
 
 
 def test_streaming_driver_killed_between_ack_appends_restarts_from_checkpoint(cluster, tmp_path):
