@@ -85,7 +85,6 @@ def spark_cluster(aws_dummy_credentials, tmp_path_factory):
         "spark.driver.bindAddress": "127.0.0.1",
         "spark.driver.extraJavaOptions": QUICK_JVM,
         "spark.executor.extraJavaOptions": QUICK_JVM,
-        "spark.pyspark.python": sys.executable,
         "spark.executorEnv.PYTHONPATH": os.pathsep.join([repo, _HERE]),  # fragments_io, cluster_jobs
         **{f"spark.executorEnv.{k}": v for k, v in aws.items()},
         "spark.sql.shuffle.partitions": "2",
@@ -94,6 +93,8 @@ def spark_cluster(aws_dummy_credentials, tmp_path_factory):
         "spark.ui.enabled": "false",
         "spark.ui.showConsoleProgress": "false",
     }
+    # The driver's PYSPARK_PYTHON is the Python its executors run (a session started from Python
+    # ignores spark.pyspark.python, which only spark-submit reads).
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([repo, _HERE]), "PYSPARK_PYTHON": sys.executable}
     env["SPARK_LOCAL_IP"] = "127.0.0.1"
     cluster = SparkStandalone(work, workers=CLUSTER_WORKERS, cores=1, memory="1g")
