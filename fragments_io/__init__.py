@@ -2,8 +2,10 @@
 
 `register(spark)` adds the `gazette` format (batch and streaming); `read_committed` is the
 fragment-parallel committed read; `sql_view` creates a temporary view; `to_delta` and
-`delta_foreach_batch` write DataFrames into Delta tables exactly once. Depends on gazette.protocol,
-keyspace (read-only), fragment and message; never on a running broker.
+`delta_foreach_batch` write DataFrames into Delta tables exactly once; `df.write.format("gazette")`
+and `df.writeStream.format("gazette")` publish rows into journals exactly once (fragments_io.sink).
+Depends on gazette.protocol, keyspace (read-only), fragment and message; reads never need a running
+broker, and the sink appends through one (gazette.client).
 """
 
 from __future__ import annotations

@@ -54,3 +54,17 @@ class JavaNotFoundError(FragmentsIOError, RuntimeError):
 class WorkerPythonError(FragmentsIOError, RuntimeError):
     """The Python that Spark's workers run cannot run the `gazette` source (a missing module, or
     another Python version than the driver's)."""
+
+
+class SinkRowError(FragmentsIOError):
+    """A row the `gazette` sink cannot turn into a message (names the row, column and value)."""
+
+
+class SinkJournalError(FragmentsIOError):
+    """A journal the `gazette` sink was asked to write is missing, or has a content type it cannot
+    frame with message UUIDs; raised on the driver before any task runs."""
+
+
+class SinkCommitError(FragmentsIOError, RuntimeError):
+    """The driver could not record or append a write's ACKs (the write is completed by running it
+    again with the same writeId, or by restarting the query from its checkpoint)."""

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import dataclasses
 import datetime as dt
+import functools
 import os
 from collections.abc import Iterable, Iterator, Sequence
 from typing import Any, Protocol
@@ -22,6 +23,8 @@ from pyspark.sql.datasource import (
     DataSource,
     DataSourceReader,
     DataSourceStreamReader,
+    DataSourceStreamWriter,
+    DataSourceWriter,
     EqualTo,
     Filter,
     GreaterThan,
@@ -54,7 +57,7 @@ from fragments_io.decode import (
     to_numpy,
 )
 from fragments_io.discovery import discover
-from fragments_io.errors import SchemaMismatchError, data_loss
+from fragments_io.errors import OptionError, SchemaMismatchError, data_loss
 from fragments_io.options import ReadOptions, check_batch, parse_options
 from fragments_io.planning import RowBounds, Task, cover, plan_partitions
 
@@ -127,7 +130,12 @@ class GazetteDataSource(DataSource):
 
     def __init__(self, options: dict[str, str]) -> None:
         super().__init__(options)
-        self.opts = parse_options(dict(options))
+        self._raw_options = dict(options)
+
+    @functools.cached_property
+    def opts(self) -> ReadOptions:
+        """The read options, parsed on first use by a read (a write takes other options: sink_options)."""
+        return parse_options(self._raw_options)
 
     @classmethod
     def name(cls) -> str:
@@ -147,6 +155,29 @@ class GazetteDataSource(DataSource):
         from fragments_io.streaming import GazetteStreamReader
 
         return GazetteStreamReader(self.opts, schema)
+
+    def writer(self, schema: StructType, overwrite: bool) -> DataSourceWriter:
+        """`df.write.format("gazette")`: the exactly-once sink (fragments_io.sink, docs/sink.md)."""
+        from fragments_io.sink import GazetteBatchWriter, plan_write
+        from fragments_io.sink_options import parse_write_options
+
+        opts = parse_write_options(self._raw_options, streaming=False)
+        _append_only(overwrite)
+        return GazetteBatchWriter(plan_write(opts, schema, streaming=False))
+
+    def streamWriter(self, schema: StructType, overwrite: bool) -> DataSourceStreamWriter:  # noqa: N802 (Spark's name)
+        """`df.writeStream.format("gazette")`: each micro-batch exactly once (fragments_io.sink)."""
+        from fragments_io.sink import GazetteStreamWriter, plan_write
+        from fragments_io.sink_options import parse_write_options
+
+        opts = parse_write_options(self._raw_options, streaming=True)
+        _append_only(overwrite)
+        return GazetteStreamWriter(plan_write(opts, schema, streaming=True))
+
+
+def _append_only(overwrite: bool) -> None:
+    if overwrite:
+        raise OptionError("journals are append-only: write to gazette with mode append, not overwrite")
 
 
 @dataclasses.dataclass(frozen=True)
