@@ -23,7 +23,17 @@ from typing import Any
 
 from rich.console import Console
 
-from bench import gazette_peer, kafka_peer, messages, nats_peer, replication, report, runner, spark
+from bench import (
+    gazette_peer,
+    kafka_peer,
+    messages,
+    nats_peer,
+    replication,
+    report,
+    runner,
+    spark,
+    spark_live,
+)
 from bench.figures import Figure, PeerUnavailable
 
 HERE = Path(__file__).resolve().parent
@@ -79,6 +89,10 @@ def parts(args: argparse.Namespace, settings: runner.Settings, spark_details: di
     if args.runs is not None:
         spark_settings = dataclasses.replace(spark_settings, runs=args.runs)
 
+    live_settings = spark_live.QUICK if args.quick else spark_live.FULL
+    if args.runs is not None:
+        live_settings = dataclasses.replace(live_settings, runs=args.runs)
+
     def spark_measure(settings: runner.Settings, log: Log) -> dict[str, Figure]:
         results = spark.run(spark_settings, log, kafka=not args.no_kafka)
         spark_details.update({k: v for k, v in results.items() if k != "readers"})
@@ -116,6 +130,13 @@ def parts(args: argparse.Namespace, settings: runner.Settings, spark_details: di
             spark_measure,
             spark_skip,
             settings=spark_settings,
+        ),
+        Part(
+            "spark live",
+            spark_live.live_figures,
+            lambda s, log: spark_live.run(live_settings, log),
+            spark_skip or (KAFKA_SKIPPED if args.no_kafka else None),
+            settings=live_settings,
         ),
     ]
 
@@ -196,8 +217,9 @@ def main() -> None:
     kafka_spark_note = (spark_details.get("kafka") or {}).get("note")
     if kafka_spark_note:  # the Spark part ran without its Kafka reader
         notes |= {k: kafka_spark_note for k in kafka_peer.PEER_OF.values() if k.startswith("spark_") and k in figures}
-    peer_of = nats_peer.PEER_OF | gazette_peer.PEER_OF | kafka_peer.PEER_OF
+    peer_of = nats_peer.PEER_OF | gazette_peer.PEER_OF | kafka_peer.PEER_OF | spark_live.PEER_OF
     peers = [*nats_peer.peer_figures(), *gazette_peer.peer_figures(), *kafka_peer.peer_figures()]
+    peers += spark_live.PEER_OF.values()
     rows = report.rows_of(figures, peer_of, notes, peers)
     env = report.environment(_versions())
     env["machine"]["load_average_at_start"] = list(load_at_start)

@@ -4,8 +4,9 @@
 fragment-parallel committed read; `sql_view` creates a temporary view; `to_delta` and
 `delta_foreach_batch` write DataFrames into Delta tables exactly once; `df.write.format("gazette")`
 and `df.writeStream.format("gazette")` publish rows into journals exactly once (fragments_io.sink).
-Depends on gazette.protocol, keyspace (read-only), fragment and message; reads never need a running
-broker, and the sink appends through one (gazette.client).
+Depends on gazette.protocol, keyspace (read-only), fragment and message; on running brokers (through
+gazette.client) only for the sink, which appends through one, and for live reads, option `broker` or
+`live=true` (fragments_io.live).
 """
 
 from __future__ import annotations

@@ -34,10 +34,13 @@ class JournalSource:
     name: str
     framing: str
     fragments: tuple[Fragment, ...]
+    # Live reads: committed offsets past (or between) the persisted fragments, up to the write head
+    # at planning, read through brokers (fragments_io.live.LiveRange, sorted, disjoint from the cover).
+    live: tuple[Any, ...] = ()
 
     @property
     def size(self) -> int:
-        return sum(f.length for f in self.fragments)
+        return sum(f.length for f in self.fragments) + sum(r.length for r in self.live)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -101,7 +104,17 @@ def list_store(store_url: str, journals: str) -> tuple[dict[str, list[Fragment]]
 
 
 def discover(opts: ReadOptions) -> Discovery:
-    """The journals `opts` select, with their fragments, sorted by name."""
+    """The journals `opts` select, with their fragments, sorted by name; for live reads, also the
+    ranges up to each journal's write head that brokers serve (fragments_io.live)."""
+    found = _discover(opts)
+    if opts.live:
+        from fragments_io.live import with_heads
+
+        return with_heads(found, opts)
+    return found
+
+
+def _discover(opts: ReadOptions) -> Discovery:
     if opts.store:
         found, foreign = list_store(opts.store, opts.journals)
         framing = opts.framing or "json"

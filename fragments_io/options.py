@@ -22,6 +22,7 @@ DEFAULT_MAX_PARTITION_BYTES = 128 << 20  # uncompressed content per Spark partit
 DEFAULT_SAMPLING_BYTES = 1 << 20  # content read to infer a JSON schema
 DEFAULT_ETCD_ROOT = "/gazette/cluster"
 DEFAULT_UUID_POINTER = "/_meta/uuid"
+DEFAULT_BROKER_TIMEOUT_S = 30.0  # live reads: a broker silent this long fails the task (Spark retries it)
 ISOLATIONS = ("committed", "uncommitted", "raw")
 ISOLATION_ALIASES = {"read_committed": "committed", "read_uncommitted": "uncommitted"}  # Kafka's values
 EARLIEST, LATEST = -2, -1  # Kafka's sentinel offsets in startingOffsets / endingOffsets JSON
@@ -63,6 +64,9 @@ KNOWN_OPTIONS = {
         "startingOffsets",
         "endingOffsets",
         "failOnDataLoss",
+        "broker",
+        "live",
+        "brokerTimeout",
     )
 }
 STREAM_ONLY_OPTIONS = ("maxbytespertrigger", "maxoffsetspertrigger", "checkpoint")
@@ -111,6 +115,10 @@ class ReadOptions:
     starting_offsets: tuple[tuple[str, int], ...] = ()
     ending_offsets: tuple[tuple[str, int], ...] = ()  # batch: (journal, offset >= 0 or LATEST)
     fail_on_data_loss: bool = True
+    # Live reads (fragments_io.live): committed bytes past the persisted fragments, through brokers.
+    broker: str | None = None  # comma-separated broker URLs (None: found in etcd when live)
+    live: bool = False  # read through brokers up to each journal's write head
+    broker_timeout_s: float = DEFAULT_BROKER_TIMEOUT_S  # bound of each wait on a broker
     given: frozenset[str] = frozenset()  # lower-case keys of the options given
 
     def replace(self, **changes: Any) -> ReadOptions:
@@ -206,6 +214,37 @@ def _kafka_offsets(opts: dict[str, Any], kw: dict[str, Any]) -> None:
                 raise OptionError(
                     f"option endingOffsets: journal {journal} ends at {hi}, before its startingOffsets {lo}"
                 )
+
+
+def _live(opts: dict[str, Any], kw: dict[str, Any]) -> None:
+    """Options broker, live and brokerTimeout: whether reads go past the persisted fragments."""
+    if "broker" in opts:
+        from gazette.client.aio import broker_endpoints
+
+        try:
+            kw["broker"] = ",".join(broker_endpoints(str(opts["broker"])))
+        except ValueError as e:
+            raise OptionError(f"option broker: {e}") from None
+    live = _bool("live", opts["live"]) if "live" in opts else "broker" in kw
+    if live and "broker" not in kw and not kw.get("etcd"):
+        raise OptionError(
+            "option live=true reads through brokers: give option broker (their URLs, comma-separated), "
+            "or option etcd (the brokers registered there are used)"
+        )
+    if not live and "broker" in kw:
+        raise OptionError("option broker reads through brokers, which option live=false turns off: drop one of them")
+    kw["live"] = live
+    if "brokertimeout" in opts:
+        text = opts["brokertimeout"]
+        try:
+            seconds = float(str(text).strip())
+        except ValueError:
+            raise OptionError(f"option brokerTimeout={text!r} is not a number of seconds") from None
+        if not seconds > 0 or seconds == float("inf"):
+            raise OptionError(f"option brokerTimeout={text!r} must be a positive, finite number of seconds")
+        if not live:
+            raise OptionError("option brokerTimeout applies to live reads only (option broker, or live=true)")
+        kw["broker_timeout_s"] = seconds
 
 
 def check_batch(opts: ReadOptions) -> None:
@@ -361,6 +400,7 @@ def parse_options(raw: Mapping[str, Any]) -> ReadOptions:
     if "failondataloss" in opts:
         kw["fail_on_data_loss"] = _bool("failOnDataLoss", opts["failondataloss"])
     _kafka_offsets(opts, kw)
+    _live(opts, kw)
     kw["given"] = frozenset(opts)
     result = ReadOptions(**kw)
     if (

@@ -95,7 +95,7 @@ class RowBounds:
 
 @dataclasses.dataclass(frozen=True)
 class Task:
-    """Fragments of one journal, in offset order, read by one partition."""
+    """Fragments of one journal, in offset order, read by one partition (live reads: LiveRanges too)."""
 
     journal: str
     framing: str
@@ -105,6 +105,15 @@ class Task:
     @property
     def size(self) -> int:
         return sum(f.length for f in self.fragments)
+
+
+def spans(j: JournalSource) -> list[Fragment]:
+    """What a read of `j` reads, in offset order: its cover's fragments and (live reads) the
+    LiveRanges between and after them, which stand in for fragments (fragments_io.live)."""
+    covered = cover(j.fragments)
+    if not j.live:
+        return covered
+    return sorted([*covered, *j.live], key=lambda f: f.begin)
 
 
 def cover(fragments: Iterable[Fragment]) -> list[Fragment]:
@@ -132,9 +141,9 @@ def plan_partitions(
     so a small read still uses every core; partitions are balanced, not filled one by one."""
     selected = [j for j in journals if bounds.journal_ok(j.name)]
     if isolation == "committed":
-        tasks = [Task(j.name, j.framing, tuple(cover(j.fragments)), True) for j in selected]
+        tasks = [Task(j.name, j.framing, tuple(spans(j)), True) for j in selected]
         return _pack_journals(tasks, max_partition_bytes, min_partitions) or [[]]
-    runs = [(j, [f for f in cover(j.fragments) if bounds.fragment_ok(f)]) for j in selected]
+    runs = [(j, [f for f in spans(j) if bounds.fragment_ok(f)]) for j in selected]
     total = sum(f.length for _, run in runs for f in run)
     count = max(-(-total // max_partition_bytes), min(min_partitions, total // OPEN_COST_BYTES), 1)
     target = total / count

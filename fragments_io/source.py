@@ -51,15 +51,15 @@ from fragments_io.decode import (
     JournalDecoder,
     from_numpy,
     infer_fields,
-    iter_contents,
     published_at_us,
     published_us,
     to_numpy,
 )
 from fragments_io.discovery import discover
 from fragments_io.errors import OptionError, SchemaMismatchError, data_loss
+from fragments_io.live import iter_contents as live_contents
 from fragments_io.options import ReadOptions, check_batch, parse_options
-from fragments_io.planning import RowBounds, Task, cover, plan_partitions
+from fragments_io.planning import RowBounds, Task, plan_partitions, spans
 
 SOURCE_NAME = "gazette"
 METADATA_NAMES = ("journal", "begin", "end", "uuid", "producer", "clock", "published_at", "flags", "value")
@@ -108,7 +108,7 @@ def inferred_schema(opts: ReadOptions) -> StructType:
         for j in journals:
             if j.framing != "json":
                 continue
-            for _, content in iter_contents(tuple(cover(j.fragments)), opts.ignore_corrupt_fragments):
+            for _, content in live_contents(spans(j), opts):
                 yield content
 
     arrow = infer_fields(contents(), opts.sampling_bytes)
@@ -126,7 +126,8 @@ def inferred_schema(opts: ReadOptions) -> StructType:
 
 
 class GazetteDataSource(DataSource):
-    """`spark.read.format("gazette")`: journals' messages from persisted fragments."""
+    """`spark.read.format("gazette")`: journals' messages from persisted fragments (and, for live
+    reads, the committed rest up to each journal's write head through brokers: fragments_io.live)."""
 
     def __init__(self, options: dict[str, str]) -> None:
         super().__init__(options)
@@ -282,7 +283,7 @@ class GazetteReader(DataSourceReader):
         starts = dict(self.opts.starting_offsets)
         for j in found.journals:
             lo = starts.get(j.name, -1)
-            covered = cover(j.fragments) if lo >= 0 and self.bounds.journal_ok(j.name) else []
+            covered = spans(j) if lo >= 0 and self.bounds.journal_ok(j.name) else []
             if covered and lo < covered[0].begin:
                 first = covered[0].begin
                 data_loss(self.opts.fail_on_data_loss, j.name, lo, first, "that startingOffsets asks for")
@@ -325,7 +326,7 @@ class GazetteReader(DataSourceReader):
 
     def _tables(self, task: Task) -> Iterator[tuple[pa.Table, int]]:
         dec = self._decoder(task)
-        for f, content in iter_contents(task.fragments, self.opts.ignore_corrupt_fragments):
+        for f, content in live_contents(task.fragments, self.opts):
             yield dec.feed(f, content), f.mod_time
         yield dec.finish(), 0
 

@@ -4,8 +4,10 @@ persisted) since the last one, exactly once. An offset is a consumer Checkpoint'
 latestOffset runs the commit decision (fragments_io.decide: the Sequencer's, a table at a time) over
 the new bytes' metadata on the driver (within the read limit) to compute the next checkpoint; read()
 reruns it from the start checkpoint over exactly those bytes,
-replaying transactions begun earlier from the bytes before the start. Gaps wait to be persisted;
-a next offset that retention pruned (before the journal's first fragment) fails the query, or with
+replaying transactions begun earlier from the bytes before the start. Gaps wait to be persisted,
+except in live reads (fragments_io.live), where "available" reaches each journal's write head and
+the bytes no fragment holds are read through brokers (by offsets, so a replanned batch reads the
+same bytes whoever persisted them since); a next offset that retention pruned (before the journal's first fragment) fails the query, or with
 failOnDataLoss=false is skipped with a warning. Spark's Kafka options startingOffsets and
 maxOffsetsPerTrigger choose where journals start and how many bytes a micro-batch admits.
 """
@@ -35,8 +37,9 @@ from fragments_io.decide import Decider
 from fragments_io.decode import JournalDecoder, read_content
 from fragments_io.discovery import JournalSource, discover
 from fragments_io.errors import DataLossError, FragmentsIOError, OptionError, data_loss
+from fragments_io.live import LiveRange, read_range
 from fragments_io.options import BATCH_ONLY_OPTIONS, EARLIEST, KNOWN_OPTIONS, LATEST, ReadOptions
-from fragments_io.planning import cover, pack_by_size
+from fragments_io.planning import cover, pack_by_size, spans
 from fragments_io.source import GazetteReader, commit_filter
 from gazette.fragment.fragment import Fragment
 from gazette.message.checkpoint import Checkpoint, ProducerState
@@ -74,7 +77,7 @@ class Piece:
     """Bytes [begin, end) of a journal, read from `fragment`, which holds them. JournalDecoder is
     fed pieces in place of fragments: it reads begin, end and the object's name."""
 
-    fragment: Fragment
+    fragment: Fragment | LiveRange
     begin: int
     end: int
 
@@ -95,11 +98,16 @@ class Piece:
         return self.end - self.begin
 
 
-def walk(fragments: Sequence[Fragment], lo: int, hi: int | None = None) -> tuple[list[Piece], int]:
+def walk(
+    fragments: Sequence[Fragment], lo: int, hi: int | None = None, live: Sequence[LiveRange] = ()
+) -> tuple[list[Piece], int]:
     """Pieces reading [lo, reach) once, each offset from the covering fragment with the most content
-    after it (as a broker's index would); `reach` stops at `hi` or at the first offset no fragment
-    holds (a gap: not persisted yet, or lost)."""
-    covered = cover(fragments)  # sorted on begin and on end
+    after it (as a broker's index would), or from a LiveRange of `live` (the offsets the fragments
+    leave out, read through brokers); `reach` stops at `hi` or at the first offset neither holds (a
+    gap: not persisted yet, or lost)."""
+    covered: list[Any] = cover(fragments)  # sorted on begin and on end
+    if live:
+        covered = sorted([*covered, *live], key=lambda f: f.begin)
     begins = [f.begin for f in covered]
     pieces: list[Piece] = []
     pos = lo
@@ -119,10 +127,15 @@ def closed(states: Iterable[ProducerState]) -> list[ProducerState]:
     return [dataclasses.replace(s, begin=-1) for s in states]
 
 
-def piece_contents(pieces: Iterable[Piece], ignore_corrupt: bool) -> Iterator[tuple[Piece, bytes]]:
-    """Each piece's decompressed bytes (a corrupt fragment skipped when `ignore_corrupt`)."""
+def piece_contents(pieces: Iterable[Piece], opts: ReadOptions) -> Iterator[tuple[Piece, bytes]]:
+    """Each piece's decompressed bytes (a corrupt fragment skipped with ignoreCorruptFragments); a
+    LiveRange's piece read through brokers, in pieces of its own."""
     for p in pieces:
-        content = read_content(p.fragment, ignore_corrupt)
+        if isinstance(p.fragment, LiveRange):
+            for r, data in read_range(dataclasses.replace(p.fragment, begin=p.begin, end=p.end), opts):
+                yield Piece(r, r.begin, r.end), data
+            continue
+        content = read_content(p.fragment, opts.ignore_corrupt_fragments)
         if content is not None:
             yield p, content[p.begin - p.fragment.begin : p.end - p.fragment.begin]
 
@@ -250,7 +263,7 @@ class GazetteStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
 
     def _start_offset(self, j: JournalSource, want: int) -> int | None:
         """Where `j` starts for startingOffsets `want` (None: nothing persisted, join later)."""
-        covered = cover(j.fragments)
+        covered = spans(j)
         if not covered:
             return want if want >= 0 else None
         if want == EARLIEST:
@@ -266,9 +279,9 @@ class GazetteStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         i = bisect.bisect_right([f.begin for f in covered], offset) - 1
         if i < 0 or covered[i].end <= offset or covered[i].begin == offset:
             return offset
-        pieces, reach = walk(covered, covered[i].begin)
+        pieces, reach = walk(j.fragments, covered[i].begin, live=j.live)
         dec = self._metadata_decoder(j)
-        for piece, content in piece_contents(pieces, self.opts.ignore_corrupt_fragments):
+        for piece, content in piece_contents(pieces, self.opts):
             begins = dec.feed(cast(Fragment, piece), content).column("begin").to_numpy()
             k = int(np.searchsorted(begins, offset, side="left"))
             if k < len(begins):
@@ -288,7 +301,7 @@ class GazetteStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
 
     @staticmethod
     def _first_offset(j: JournalSource) -> int | None:
-        covered = cover(j.fragments)
+        covered = spans(j)
         return covered[0].begin if covered else None
 
     def getDefaultReadLimit(self) -> ReadLimit:  # noqa: N802 (Spark's name)
@@ -300,7 +313,7 @@ class GazetteStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         """Fixes the journals and offsets this availableNow run ends at: what is persisted now."""
         target: dict[str, int] = {}
         for j in discover(self.opts).journals:
-            covered = cover(j.fragments)
+            covered = spans(j)
             if covered:
                 target[j.name] = covered[-1].end
         self._target = target
@@ -332,7 +345,7 @@ class GazetteStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
                 offsets[j.name] = lo = first
                 states[j.name] = closed(states.get(j.name, []))
                 changed = True
-            pieces, reach = walk(j.fragments, lo, None if target is None else target[j.name])
+            pieces, reach = walk(j.fragments, lo, None if target is None else target[j.name], j.live)
             if reach > lo:
                 pending[j.name] = (j, pieces)
 
@@ -386,7 +399,7 @@ class GazetteStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         decider = Decider(j.name, checkpoint=Checkpoint({j.name: lo}, states), collect=False) if self.committed else None
         offset, rows = lo, 0
         stop_at = None if max_bytes is None else lo + max_bytes
-        for piece, content in piece_contents(pieces, self.opts.ignore_corrupt_fragments):
+        for piece, content in piece_contents(pieces, self.opts):
             table = dec.feed(cast(Fragment, piece), content)
             n = table.num_rows
             if not n:
@@ -438,7 +451,7 @@ class GazetteStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
                 lo, states, skipped = first, tuple(closed(states)), True
                 if lo >= hi:
                     continue
-            pieces, reach = walk(j.fragments, lo, hi)
+            pieces, reach = walk(j.fragments, lo, hi, j.live)
             if reach < hi:
                 raise FragmentsIOError(
                     f"journal {name}: offsets [{reach}, {hi}) of this micro-batch are no longer in the store "
@@ -450,7 +463,7 @@ class GazetteStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
                 since = min(opens)
                 if not self.opts.fail_on_data_loss and first is not None:
                     since = max(since, first)  # _History skips what was pruned, with a warning
-                history = tuple(walk(j.fragments, since, lo)[0])
+                history = tuple(walk(j.fragments, since, lo, j.live)[0])
             tasks.append(
                 StreamTask(
                     name,
@@ -485,7 +498,7 @@ class GazetteStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             yield pa.RecordBatch.from_pylist([], schema=self.shaper.target)
 
     def _tables(self, dec: JournalDecoder, pieces: Iterable[Piece]) -> Iterator[pa.Table]:
-        for piece, content in piece_contents(pieces, self.opts.ignore_corrupt_fragments):
+        for piece, content in piece_contents(pieces, self.opts):
             yield dec.feed(cast(Fragment, piece), content)
         yield dec.finish()
 
