@@ -101,6 +101,17 @@ def read_committed(spark: Any, fields: list[str], by_fragment: bool, **options: 
     return {"rows": _rows(df, fields)}
 
 
+def _available_now(query: Any) -> int:
+    """Waits for a trigger-availableNow query to finish (bounded) and returns the rows it read."""
+    finished = query.awaitTermination(STREAM_TIMEOUT_S)
+    if not finished:
+        query.stop()
+        raise RuntimeError(f"the stream did not finish within {STREAM_TIMEOUT_S} s")
+    if query.exception() is not None:
+        raise RuntimeError(f"the stream failed: {query.exception()}")
+    return sum(p["numInputRows"] for p in query.recentProgress)
+
+
 @job
 def stream_to_parquet(
     spark: Any, out: str, checkpoint: str, fields: list[str], **options: str
@@ -117,14 +128,39 @@ def stream_to_parquet(
         .trigger(availableNow=True)
         .start()
     )
-    finished = query.awaitTermination(STREAM_TIMEOUT_S)
-    if not finished:
-        query.stop()
-        raise RuntimeError(f"the stream did not finish within {STREAM_TIMEOUT_S} s")
-    if query.exception() is not None:
-        raise RuntimeError(f"the stream failed: {query.exception()}")
-    read = sum(p["numInputRows"] for p in query.recentProgress)
+    read = _available_now(query)
     return {"rows": _rows(spark.read.parquet(out), fields), "read_this_run": read}
+
+
+@job
+def gazette_to_gazette(
+    spark: Any, broker: str, journal: str, fields: list[str], **options: str
+) -> dict[str, Any]:
+    """A batch read of the source (`options`) written by the gazette sink into `journal` through
+    `broker`: one message per row, of its journal, begin and `fields`."""
+    df = spark.read.format("gazette").options(**options).load().select("journal", "begin", *fields)
+    df.write.format("gazette").mode("append").option("broker", broker).option("journal", journal).save()
+    return {"partitions": df.rdd.getNumPartitions()}
+
+
+@job
+def stream_gazette_to_gazette(
+    spark: Any, broker: str, journal: str, checkpoint: str, fields: list[str], **options: str
+) -> dict[str, Any]:
+    """As gazette_to_gazette, as a stream (trigger availableNow) with a checkpoint: the rows read."""
+    query = (
+        spark.readStream.format("gazette")
+        .options(**options)
+        .load()
+        .select("journal", "begin", *fields)
+        .writeStream.format("gazette")
+        .option("broker", broker)
+        .option("journal", journal)
+        .option("checkpointLocation", checkpoint)
+        .trigger(availableNow=True)
+        .start()
+    )
+    return {"read_this_run": _available_now(query)}
 
 
 @job

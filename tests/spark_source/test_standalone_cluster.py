@@ -2,11 +2,12 @@
 from PySpark's own spark-class, one executor per Worker in a JVM of its own with Python workers of
 its own, a driver in another process (conftest.py's `spark_cluster`, one per session). Journals are
 written through a real broker (LocalCluster) that persists them to an s3:// store on moto's server;
-batch reads, streaming reads across a restart from a checkpoint, read_committed's two plans and
-Delta writes from the executors must all equal ReadCommitted over the broker.
+batch reads, streaming reads across a restart from a checkpoint, read_committed's two plans, Delta
+writes from the executors, the gazette sink (batch and streaming, journal to journal) and live reads
+through the broker must all equal ReadCommitted over the broker.
 
-A further case (a sink, live reads) is a job in cluster_jobs.py and a test here that compares
-`spark_cluster.run(...)` with `committed_rows(journals, ...)`.
+A further case is a job in cluster_jobs.py and a test here that compares `spark_cluster.run(...)`
+with `journals.committed_rows()` or `journals.committed_messages(journal)`.
 """
 
 from __future__ import annotations
@@ -59,13 +60,30 @@ class Journals:
                 self.client.append(journal, b"".join(frames[i : i + CHUNK_FRAMES]))
                 self.client.flush(journal)
 
-    def committed_rows(self, fields: list[str] = FIELDS) -> dict[str, list[list]]:
+    def committed_rows(self, fields: list[str] = FIELDS, journals=JOURNALS) -> dict[str, list[list]]:
         """{journal: [[begin, *fields] ...]} of what ReadCommitted over the broker reads."""
         out = {}
-        for journal in JOURNALS:
+        for journal in journals:
             envs = ReadCommitted(self.client, journal, skip_acks=True)
             out[journal] = sorted([e.begin, *(e.message.get(f) for f in fields)] for e in envs)
         return out
+
+    def committed_messages(self, journal: str) -> list[dict]:
+        """The messages ReadCommitted delivers from `journal`, without their UUIDs (`_meta`)."""
+        out = []
+        for env in ReadCommitted(self.client, journal, skip_acks=True):
+            out.append({k: v for k, v in env.message.items() if k != "_meta"})
+        return out
+
+    def make_journal(self, name: str) -> str:
+        spec = self.cluster.journal_spec(name, labels={"content-type": "application/x-ndjson"})
+        self.client.apply_journals([spec])
+        self.cluster.wait_for_routes([name])
+        return name
+
+    @property
+    def broker(self) -> str:
+        return ",".join(self.cluster.broker_endpoints)
 
 
 @pytest.fixture(scope="module")
@@ -142,18 +160,19 @@ def test_batch_read_from_s3_on_both_executors(spark_cluster, journals):
     assert etcd["value"]["rows"] == want
 
 
-def test_read_committed_both_plans(spark_cluster, journals):
-    """read_committed by journal and by fragment (a shuffle of decisions between the executors)."""
-    want = journals.committed_rows()
-    for by_fragment in (False, True):
-        reply = spark_cluster.run(
-            "read_committed",
-            fields=FIELDS,
-            by_fragment=by_fragment,
-            store=journals.store,
-            journals="sc/words/",
-        )
-        assert reply["value"]["rows"] == want, by_fragment
+def test_read_committed_by_fragment(spark_cluster, journals):
+    """read_committed's fragment-parallel plan: decisions per producer shuffled between the executors
+    and joined back (its by-journal plan is the source's own committed read, as in the batch test)."""
+    reply = spark_cluster.run(
+        "read_committed",
+        fields=FIELDS,
+        by_fragment=True,
+        store=journals.store,
+        journals="sc/words/",
+        maxPartitionBytes=SPLIT_BYTES,
+    )
+    assert reply["value"]["rows"] == journals.committed_rows()
+    assert all(n >= 1 for n in reply["tasks"].values()), reply["tasks"]
 
 
 def test_stream_restarts_from_its_checkpoint(spark_cluster, journals, tmp_path):
@@ -211,3 +230,69 @@ def test_delta_written_by_the_executors_to_s3_once(spark_cluster, journals):
     for row in table.to_pyarrow_table().to_pylist():
         got.setdefault(row["journal"], []).append([row["begin"]])
     assert {j: sorted(v) for j, v in got.items()} == want
+
+
+def _as_messages(rows: dict[str, list[list]]) -> list[tuple]:
+    """committed_rows() as sorted (journal, begin, *FIELDS) tuples: what the sink publishes per row."""
+    return sorted((journal, *row) for journal, rs in rows.items() for row in rs)
+
+
+def _published(messages: list[dict]) -> list[tuple]:
+    return sorted((m["journal"], m["begin"], *(m[f] for f in FIELDS)) for m in messages)
+
+
+def test_sink_publishes_a_batch_read_once_from_both_executors(spark_cluster, journals):
+    """Journal to journal on the cluster: the executors read the store and publish through the
+    broker; the target journal's committed messages are the source's committed rows, once each."""
+    target = journals.make_journal("sc/out/batch")
+    reply = spark_cluster.run(
+        "gazette_to_gazette",
+        broker=journals.broker,
+        journal=target,
+        fields=FIELDS,
+        store=journals.store,
+        journals="sc/words/",
+        schema=SCHEMA,
+        maxPartitionBytes=SPLIT_BYTES,
+    )
+    assert reply["value"]["partitions"] >= 2 and all(n >= 1 for n in reply["tasks"].values()), reply
+    assert _published(journals.committed_messages(target)) == _as_messages(journals.committed_rows())
+
+
+def test_sink_stream_restarts_from_its_checkpoint_exactly_once(spark_cluster, journals, tmp_path):
+    """A gazette-to-gazette stream run to the end, then again from its checkpoint after more
+    appends: the target holds every committed source row once."""
+    target = journals.make_journal("sc/out/stream")
+    args = {
+        "broker": journals.broker,
+        "journal": target,
+        "checkpoint": str(tmp_path / "checkpoint"),
+        "fields": FIELDS,
+        "store": journals.store,
+        "journals": "sc/words/",
+        "schema": SCHEMA,
+    }
+    first = spark_cluster.run("stream_gazette_to_gazette", **args)["value"]
+    assert _published(journals.committed_messages(target)) == _as_messages(journals.committed_rows())
+    journals.append(events=30)
+    second = spark_cluster.run("stream_gazette_to_gazette", **args)["value"]
+    want = _as_messages(journals.committed_rows())
+    assert _published(journals.committed_messages(target)) == want
+    assert first["read_this_run"] + second["read_this_run"] == len(want) and second["read_this_run"] > 0
+
+
+def test_live_read_through_the_broker_sees_unflushed_messages(spark_cluster, journals):
+    """A journal flushed half-way: with option broker the executors read the rest through the
+    broker, and the rows equal ReadCommitted; the store alone holds only part of them."""
+    name = journals.make_journal("sc/live/a")
+    frames = random_journal(99, 80, 3)
+    for i in range(0, len(frames), CHUNK_FRAMES):
+        journals.client.append(name, b"".join(frames[i : i + CHUNK_FRAMES]))
+        if i == 0:
+            journals.client.flush(name)
+    want = journals.committed_rows(journals=[name])
+    common = {"fields": FIELDS, "store": journals.store, "journals": "sc/live/", "schema": SCHEMA}
+    live = spark_cluster.run("batch_read", broker=journals.broker, **common)["value"]["rows"]
+    assert live == want and want[name]
+    stored = spark_cluster.run("batch_read", **common)["value"]["rows"].get(name, [])
+    assert {tuple(r) for r in stored} < {tuple(r) for r in live[name]}
