@@ -231,7 +231,7 @@ def task_fault(point: str, partition: int, attempt: int, rows: int, pub: Publish
     """Test hook of the fault tests: FRAGMENTS_IO_SINK_TASK_FAULT holds comma-separated
     `<point>:<rows>:<partition>`, each acting on the first attempt of that partition only.
     `kill-after-rows` flushes and SIGKILLs the Python worker once `rows` rows are published (a task
-    dying mid-write); `raise-after-write` fails the attempt after all its rows were appended (a
+    dying mid-write); `kill-executor-after-rows` SIGKILLs its executor's JVM too (local-cluster); `raise-after-write` fails the attempt after all its rows were appended (a
     duplicate attempt whose output must never count)."""
     spec = os.environ.get(TASK_FAULT_ENV)
     if not spec or attempt != 0:
@@ -243,7 +243,24 @@ def task_fault(point: str, partition: int, attempt: int, rows: int, pub: Publish
         if point == "kill-after-rows":
             pub.flush(ROLLBACK_TIMEOUT_S)
             os.kill(os.getpid(), signal.SIGKILL)
+        if point == "kill-executor-after-rows":
+            pub.flush(ROLLBACK_TIMEOUT_S)
+            os.kill(_executor_jvm(), signal.SIGKILL)
+            os.kill(os.getpid(), signal.SIGKILL)
         raise RuntimeError(f"injected task fault {point} after {rows} rows (partition {partition}, attempt 0)")
+
+
+def _executor_jvm() -> int:
+    """The pid of the executor JVM running this Python worker (an ancestor process), for the
+    kill-executor-after-rows fault; RuntimeError when there is none (a local[...] master)."""
+    pid = os.getpid()
+    for _ in range(6):
+        with open(f"/proc/{pid}/stat") as f:
+            pid = int(f.read().rsplit(")", 1)[1].split()[1])  # the parent's pid
+        with open(f"/proc/{pid}/cmdline", "rb") as f:
+            if b"CoarseGrainedExecutorBackend" in f.read():
+                return pid
+    raise RuntimeError("kill-executor-after-rows: no executor JVM among this worker's ancestors")
 
 
 def _groups(

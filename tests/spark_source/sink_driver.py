@@ -1,5 +1,5 @@
 """A Spark driver the sink's fault tests run as a subprocess (so that it can be SIGKILLed): runs the
-jobs of the JSON spec given as argv[1] in order, in a local[2,4] session (task retries on).
+jobs of the JSON spec given as argv[1] in order, in a local[2,4] session (task retries on) or the spec's "master".
 
 Before the first job it writes its pid and its JVM's pid to spec["pid_file"]: the sink's
 FRAGMENTS_IO_SINK_FAULT hook kills both, as a crash of the driver would.
@@ -58,9 +58,12 @@ def main() -> None:
     spec = json.loads(sys.argv[1])
     import fragments_io
 
+    master = spec.get("master", "local[2,4]")
+    extra = {"spark.executor.memory": "512m"} if master.startswith("local-cluster") else {}
     spark = fragments_io.spark_session(
-        "local[2,4]",
+        master,
         "sink-driver",
+        **extra,
         **{
             "spark.ui.enabled": "false",
             "spark.sql.shuffle.partitions": "2",

@@ -24,11 +24,15 @@ def _write(df, **options):
 def test_batch_rows_become_committed_json_messages(spark, cluster):
     client = make_journals(cluster, ["sink/one"])
     broker = cluster.broker_endpoints[0]
-    df = spark.range(300).selectExpr("id", "concat('w', id % 7) AS word").repartition(3)
+    df = spark.range(300).selectExpr(
+        "id", "concat('w', id % 7) AS word", "timestamp_seconds(1700000000 + id) AS ts", "DATE'2024-02-29' AS d"
+    ).repartition(3)
     _write(df, broker=broker, journal="sink/one")
     got = committed(client, "sink/one")
     assert ids(got) == Counter(range(300))
     assert all(m["word"] == f"w{m['id'] % 7}" for m in got)
+    first = next(m for m in got if m["id"] == 0)
+    assert (first["ts"], first["d"]) == ("2023-11-14T22:13:20.000000Z", "2024-02-29")  # RFC 3339, UTC
 
 
 def test_fnv1a32_array_equals_the_mappings_hash():

@@ -29,6 +29,8 @@ from gazette.message.uuid import Flags
 DRIVER = pathlib.Path(__file__).with_name("sink_driver.py")
 ROOT = str(pathlib.Path(fragments_io.__file__).resolve().parent.parent)
 DRIVER_TIMEOUT_S = 300.0
+# Each test starts 2 to 4 Spark drivers: about a minute on an idle 2-core machine, several on a busy one.
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(900)]
 
 
 @pytest.fixture
@@ -36,7 +38,7 @@ def cluster(make_local_cluster):
     return make_local_cluster(1)
 
 
-def _run(tmp_path, jobs, *, fault=None, task_fault=None):
+def _run(tmp_path, jobs, *, fault=None, task_fault=None, master=None):
     """Runs sink_driver.py with `jobs`; returns its exit code (-9: killed by the fault hook)."""
     pid_file = tmp_path / "driver.pids"
     env = {k: v for k, v in os.environ.items() if not k.startswith("FRAGMENTS_IO_SINK")}
@@ -47,6 +49,8 @@ def _run(tmp_path, jobs, *, fault=None, task_fault=None):
     if task_fault:
         env["FRAGMENTS_IO_SINK_TASK_FAULT"] = task_fault
     spec = {"pid_file": str(pid_file), "jobs": jobs}
+    if master:
+        spec["master"] = master
     proc = subprocess.run(
         [sys.executable, str(DRIVER), json.dumps(spec)],
         env=env,
@@ -134,3 +138,15 @@ def test_streaming_driver_killed_between_ack_appends_restarts_from_checkpoint(cl
     assert got == Counter(range(300))
     # The replayed first micro-batch was written again by new attempts, and never delivered.
     assert sum(_data_messages(client, j) for j in journals) >= 400
+
+
+def test_executor_jvm_killed_mid_write(cluster, tmp_path):
+    """local-cluster: two executor JVMs; the one running partition 0's first attempt is SIGKILLed
+    after 100 of its rows were appended (its shuffle output is lost too, so the retry reads its
+    rows anew): every row once."""
+    client = make_journals(cluster, ["faults/executor"])
+    job = {"kind": "batch", "rows": 400, "options": {"broker": cluster.broker_endpoints[0], "journal": "faults/executor"}}
+    rc = _run(tmp_path, [job], task_fault="kill-executor-after-rows:100:0", master="local-cluster[2,1,512]")
+    assert rc == 0
+    assert ids(committed(client, "faults/executor")) == Counter(range(400))
+    assert _data_messages(client, "faults/executor") >= 400 + 100  # the killed attempt's rows stay uncommitted
