@@ -276,7 +276,8 @@ def read_committed(
 
     Same options and columns as `spark.read.format("gazette")` with isolation=committed;
     beginOffset/endOffset and startingOffsets/endingOffsets apply to rows after the decision. Mod-time
-    bounds are not supported here.
+    bounds are not supported here. Live reads always take the journal plan (one scan, one set of
+    write heads).
     """
     from pyspark.sql import functions as F
 
@@ -291,6 +292,15 @@ def read_committed(
     parsed = parse_options(opts)
     check_batch(parsed)
     register(spark)
+    if parsed.live:
+        # The fragment plan's two scans are planned apart, each up to the write heads of its own
+        # moment: the decisions could cover a transaction's ACK that the row scan stops short of.
+        if by_fragment:
+            raise OptionError(
+                "read_committed(by_fragment=True) plans two scans, which live reads (option broker or "
+                "live) would end at different write heads; use by_fragment=False or None"
+            )
+        by_fragment = False
     if by_fragment is None:
         by_fragment = _fragment_plan_pays(spark, parsed)
     if not by_fragment:

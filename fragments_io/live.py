@@ -18,7 +18,6 @@ as for fragments (option failOnDataLoss).
 
 from __future__ import annotations
 
-import asyncio
 import dataclasses
 import threading
 import time
@@ -105,37 +104,26 @@ def brokers_of(opts: ReadOptions) -> str:
 
 def survey(opts: ReadOptions, brokers: str, names: Iterable[str], selector: str | None) -> tuple[dict[str, int], dict[str, Any]]:
     """Each journal's write head (journals the brokers do not know are left out) and, with
-    `selector`, the JournalSpecs of the journals the brokers list for it, in one round of calls."""
-    from gazette.client.aio import AsyncClient
+    `selector`, the JournalSpecs of the journals the brokers list for it. Through this process's
+    client of `brokers` (kept: a streaming query plans every trigger)."""
     from gazette.protocol.errors import GazetteError
     from gazette.protocol.status import Status
 
-    async def run() -> tuple[dict[str, int], dict[str, Any]]:
-        async with AsyncClient(brokers, timeout=opts.broker_timeout_s) as client:
-            specs: dict[str, Any] = {}
-            if selector is not None:
-                for info in await client.list_journals(selector, patient=True):
-                    specs[info.spec.name] = info.spec
-            wanted = sorted(set(names) | set(specs))
-
-            async def head(name: str) -> int | None:
-                try:
-                    return await client.read_head(name)
-                except GazetteError as e:
-                    if e.status == Status.JOURNAL_NOT_FOUND:
-                        return None  # deleted since: its persisted fragments are all there is
-                    raise
-
-            found = await asyncio.gather(*(head(n) for n in wanted))
-            return {n: h for n, h in zip(wanted, found, strict=True) if h is not None}, specs
-
-    from fragments_io.discovery import _run_coroutine
-
+    client = _client(brokers, opts.broker_timeout_s)
     try:
-        return _run_coroutine(run())  # type: ignore[no-any-return]
-    except Exception as e:
-        if isinstance(e, FragmentsIOError):
-            raise
+        specs: dict[str, Any] = {}
+        if selector is not None:
+            specs = {info.spec.name: info.spec for info in client.list_journals(selector)}
+        heads: dict[str, int] = {}
+        for name in sorted(set(names) | set(specs)):
+            try:
+                heads[name] = client.read_head(name)
+            except GazetteError as e:
+                if e.status != Status.JOURNAL_NOT_FOUND:
+                    raise
+                # deleted since it was persisted: its persisted fragments are all there is
+        return heads, specs
+    except GazetteError as e:
         raise FragmentsIOError(f"live read: asking broker(s) {brokers} for the journals' write heads failed: {e}") from e
 
 

@@ -82,10 +82,19 @@ def test_live_options_are_checked():
         parse_options({"store": "file:///s/", "brokerTimeout": "3"})
 
 
+def test_read_committed_takes_the_journal_plan_for_live_reads(spark):
+    import fragments_io
+
+    with pytest.raises(OptionError, match=r"by_fragment=True\) plans two scans"):
+        fragments_io.read_committed(spark, by_fragment=True, store="file:///nowhere/", broker="http://127.0.0.1:1")
+
+
 def test_batch_reads_unflushed_committed_messages(spark, make_local_cluster, tmp_path):
     """A journal flushed half-way and one never flushed: with the broker the read equals
-    ReadCommitted (rollbacks, duplicates and open transactions left out); store-only sees only the
-    persisted part; etcd mode finds the brokers in etcd; uncommitted sees every message."""
+    ReadCommitted (rollbacks, duplicates and open transactions left out), read_committed too;
+    store-only sees only the persisted part; etcd mode finds the brokers in etcd; uncommitted sees
+    every message."""
+    import fragments_io
     from gazette.message.reader import ReadUncommitted
 
     store = f"file://{tmp_path}/store/"
@@ -101,6 +110,8 @@ def test_batch_reads_unflushed_committed_messages(spark, make_local_cluster, tmp
 
     got = _rows(_load(spark, store=store, broker=broker))
     assert got == want
+    whole = f"journal STRING, begin BIGINT, end BIGINT, uuid STRING, producer STRING, clock BIGINT, published_at TIMESTAMP, flags INT, value STRING, {SCHEMA}"
+    assert _rows(fragments_io.read_committed(spark, whole, store=store, broker=broker)) == want
     stored = _rows(_load(spark, store=store))
     assert set(stored) < set(got)  # store-only: what was persisted only
     assert _unpersisted(tmp_path, client, names)
