@@ -122,9 +122,8 @@ def test_executors_are_jvms_of_their_own_with_python_workers_of_their_own(spark_
     assert sorted(executors) == sorted(ready["executors"]) and len(executors) == 2
     assert len(set(executors.values())) == 2 and ready["jvm_pid"] not in executors.values()
     assert {t["executor_parent"] for t in tasks} == set(spark_cluster.daemons.worker_pids)
-    assert ready["python_pid"] not in {t["pid"] for t in tasks} and os.getpid() not in {
-        t["pid"] for t in tasks
-    }
+    workers = {t["pid"] for t in tasks}
+    assert ready["python_pid"] not in workers and os.getpid() not in workers
     assert {t["python"] for t in tasks} == {sys.executable}
     here = str(pathlib.Path(fragments_io.__file__).resolve())
     assert {str(pathlib.Path(t["package"]).resolve()) for t in tasks} == {here}
