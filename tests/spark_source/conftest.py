@@ -1,11 +1,16 @@
 """Fixtures for fragments_io: one session SparkSession (local[2], 2 shuffle partitions, filter
-pushdown on). Journal builders live in fio_journals.py next to this file.
+pushdown on), and `spark_cluster`, a driver on a Spark standalone cluster (a Master and two Workers,
+executors in JVMs of their own) in another process. Journal builders live in fio_journals.py next to
+this file.
 """
 
 from __future__ import annotations
 
+import dataclasses
+import os
 import pathlib
 import sys
+from typing import Any
 
 import pytest
 
@@ -32,3 +37,72 @@ def spark(aws_dummy_credentials):
     )
     yield session
     session.stop()
+
+
+# A Spark standalone cluster (a Master and two Workers from PySpark's spark-class) and a driver on it
+# in a process of its own, shared by the session: test_standalone_cluster.py.
+CLUSTER_WORKERS = 2
+
+
+@dataclasses.dataclass
+class SparkCluster:
+    """The standalone daemons and the driver process whose session runs on them."""
+
+    daemons: Any  # standalone.SparkStandalone
+    driver: Any  # cluster_driver.RemoteDriver
+
+    def run(self, job: str, **args: Any) -> dict[str, Any]:
+        """Runs cluster_jobs.JOBS[job] in the driver: {"value": ..., "tasks": {executor id: tasks}}."""
+        return self.driver.run(job, **args)
+
+
+@pytest.fixture(scope="session")
+def spark_cluster(aws_dummy_credentials, tmp_path_factory):
+    """A SparkCluster: a driver process (cluster_driver.py) whose session runs on a standalone cluster of
+    CLUSTER_WORKERS one-core Workers, one executor on each. Executors learn the Python to run, where
+    fragments_io is (this checkout) and the S3 credentials only from the application's configuration
+    (the daemons' environment has none of them). Every process is stopped at the end of the session,
+    and when starting fails."""
+    from cluster_driver import RemoteDriver
+    from needs import KAFKA_JARS_STEP, missing
+    from standalone import QUICK_JVM, SparkStandalone
+
+    import fragments_io
+
+    try:
+        fragments_io.check_java()
+    except fragments_io.JavaNotFoundError as exc:
+        missing(f"a Spark standalone cluster needs Java: {exc}", KAFKA_JARS_STEP)
+    repo = str(pathlib.Path(fragments_io.__file__).resolve().parents[1])
+    work = tmp_path_factory.mktemp("spark-standalone")
+    aws = {k: v for k, v in os.environ.items() if k.startswith("AWS_")}  # the session's dummy ones
+    conf = {
+        "spark.executor.cores": "1",
+        "spark.cores.max": str(CLUSTER_WORKERS),
+        "spark.executor.memory": "512m",
+        "spark.driver.memory": "512m",
+        "spark.driver.host": "127.0.0.1",
+        "spark.driver.bindAddress": "127.0.0.1",
+        "spark.driver.extraJavaOptions": QUICK_JVM,
+        "spark.executor.extraJavaOptions": QUICK_JVM,
+        "spark.executorEnv.PYTHONPATH": os.pathsep.join([repo, _HERE]),  # fragments_io, cluster_jobs
+        **{f"spark.executorEnv.{k}": v for k, v in aws.items()},
+        "spark.sql.shuffle.partitions": "2",
+        "spark.default.parallelism": "2",
+        "spark.sql.session.timeZone": "UTC",
+        "spark.ui.enabled": "false",
+        "spark.ui.showConsoleProgress": "false",
+    }
+    # The driver's PYSPARK_PYTHON is the Python its executors run (a session started from Python
+    # ignores spark.pyspark.python, which only spark-submit reads).
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([repo, _HERE]), "PYSPARK_PYTHON": sys.executable}
+    env["SPARK_LOCAL_IP"] = "127.0.0.1"
+    cluster = SparkStandalone(work, workers=CLUSTER_WORKERS, cores=1, memory="1g")
+    with cluster.start(wait=False):  # the driver starts while the Workers register
+        config = {"master": cluster.master_url, "conf": conf, "executors": CLUSTER_WORKERS}
+        driver = RemoteDriver(config, env, work / "driver.log").start()
+        try:
+            cluster.wait_for_workers()
+            yield SparkCluster(cluster, driver)
+        finally:
+            driver.stop()
