@@ -152,6 +152,7 @@ demo: $(STAMP)
 
 lint: $(STAMP)
 	$(BIN)/ruff check gazette fragments_io tests bench
+	$(BIN)/ruff format --check gazette fragments_io tests bench
 
 typecheck: $(STAMP)
 	$(BIN)/mypy gazette

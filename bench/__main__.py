@@ -72,7 +72,9 @@ def _consumer_module() -> ModuleType | None:
 def _consumer_part(settings: runner.Settings) -> Part:
     module = _consumer_module()
     if module is None:
-        placeholder = Figure("cons_e2e", "Word count e2e exactly-once (bench/consumer.py)", messages.UNIT, True)
+        placeholder = Figure(
+            "cons_e2e", "Word count e2e exactly-once (bench/consumer.py)", messages.UNIT, True
+        )
         return Part("consumer", lambda: {placeholder.key: placeholder}, None, CONSUMER_MISSING)
 
     def measure(settings: runner.Settings, log: Log) -> dict[str, Figure]:
@@ -100,7 +102,9 @@ def parts(args: argparse.Namespace, settings: runner.Settings, spark_details: di
         spark_details.update({k: v for k, v in results.items() if k != "readers"})
         return spark.figures_of(results)
 
-    spark_skip = SPARK_SKIPPED if args.no_spark else SPARK_SKIPPED_QUICK if args.quick and not args.spark else None
+    spark_skip = (
+        SPARK_SKIPPED if args.no_spark else SPARK_SKIPPED_QUICK if args.quick and not args.spark else None
+    )
     return [
         Part("broker", runner.journal_broker_figures, runner.run, settings=settings),
         Part(
@@ -109,7 +113,12 @@ def parts(args: argparse.Namespace, settings: runner.Settings, spark_details: di
             lambda s, log: messages.run(message_settings, log),
             settings=message_settings,
         ),
-        Part("nats peer", nats_peer.peer_figures, lambda s, log: nats_peer.run(nats_settings, log), settings=nats_settings),
+        Part(
+            "nats peer",
+            nats_peer.peer_figures,
+            lambda s, log: nats_peer.run(nats_settings, log),
+            settings=nats_settings,
+        ),
         Part(
             "kafka peer",
             kafka_peer.part_figures,
@@ -197,11 +206,17 @@ def _versions() -> dict[str, str | None]:
 
 def main() -> None:
     parser = argparse.ArgumentParser(prog="python -m bench", description=__doc__.splitlines()[0])
-    parser.add_argument("--quick", action="store_true", help="fewer and shorter runs, no Spark (under 2 minutes)")
+    parser.add_argument(
+        "--quick", action="store_true", help="fewer and shorter runs, no Spark (under 2 minutes)"
+    )
     parser.add_argument("--runs", type=int, help="override the number of runs (each figure is their median)")
-    parser.add_argument("--no-spark", action="store_true", help="skip bench/spark.py (fragments_io vs spark.read.json)")
+    parser.add_argument(
+        "--no-spark", action="store_true", help="skip bench/spark.py (fragments_io vs spark.read.json)"
+    )
     parser.add_argument("--spark", action="store_true", help="with --quick, run Spark's figures too")
-    parser.add_argument("--no-gazette", action="store_true", help="skip bench/gazette_peer.py (real Gazette brokers)")
+    parser.add_argument(
+        "--no-gazette", action="store_true", help="skip bench/gazette_peer.py (real Gazette brokers)"
+    )
     parser.add_argument(
         "--no-kafka",
         action="store_true",
@@ -228,8 +243,18 @@ def main() -> None:
     kafka_peer.fill_ours(figures)
     kafka_spark_note = (spark_details.get("kafka") or {}).get("note")
     if kafka_spark_note:  # the Spark part ran without its Kafka reader
-        notes |= {k: kafka_spark_note for k in kafka_peer.PEER_OF.values() if k.startswith("spark_") and k in figures}
-    peer_of = nats_peer.PEER_OF | gazette_peer.PEER_OF | kafka_peer.PEER_OF | kstreams_peer.PEER_OF | spark_live.PEER_OF
+        notes |= {
+            k: kafka_spark_note
+            for k in kafka_peer.PEER_OF.values()
+            if k.startswith("spark_") and k in figures
+        }
+    peer_of = (
+        nats_peer.PEER_OF
+        | gazette_peer.PEER_OF
+        | kafka_peer.PEER_OF
+        | kstreams_peer.PEER_OF
+        | spark_live.PEER_OF
+    )
     peers = [*nats_peer.peer_figures(), *gazette_peer.peer_figures(), *kafka_peer.peer_figures()]
     peers += [*kstreams_peer.peer_figures(), *spark_live.PEER_OF.values()]
     rows = report.rows_of(figures, peer_of, notes, peers)
@@ -237,9 +262,13 @@ def main() -> None:
     env["machine"]["load_average_at_start"] = list(load_at_start)
     settings_json: dict[str, Any] = {"name": settings.name, "runs": settings.runs}
     for part in suite:
-        settings_json[part.name] = None if part.skip_note or part.settings is None else dataclasses.asdict(part.settings)
+        settings_json[part.name] = (
+            None if part.skip_note or part.settings is None else dataclasses.asdict(part.settings)
+        )
     elapsed = time.monotonic() - started
-    report.print_table(rows, f"gazette-py bench ({settings.name}, each figure the median of its runs)", console)
+    report.print_table(
+        rows, f"gazette-py bench ({settings.name}, each figure the median of its runs)", console
+    )
     extra = {"parts": status, "seconds": round(elapsed, 1), "spark": spark_details or None}
     report.write_json(HERE / "results.json", report.results_json(rows, env, settings_json, **extra))
     report.update_readme(HERE / "README.md", rows, env, settings_json)

@@ -201,7 +201,9 @@ class E2E:
     ack_s: float  # sum of their ACK appends (after commit)
 
 
-def consume(group: ConsumerGroup, shard_id: str, journal: str, head: int, words: int, acks: bool = True) -> E2E:
+def consume(
+    group: ConsumerGroup, shard_id: str, journal: str, head: int, words: int, acks: bool = True
+) -> E2E:
     """Applies shard `shard_id` reading `journal` (already holding `words` words up to `head`) and
     waits until it read through `head` with its ACKs written; times it from the shard's first message
     to the end of its last transaction (the consumer's own clock, from Inspect)."""

@@ -62,7 +62,10 @@ def measure(replication: int, size: int, mib: float, inflight: int) -> dict[str,
         client.apply_journals(
             [
                 cluster.journal_spec(
-                    JOURNAL, replication=replication, fragment_length=1 << 34, compression="none",
+                    JOURNAL,
+                    replication=replication,
+                    fragment_length=1 << 34,
+                    compression="none",
                     refresh_interval="1s",
                 )
             ]

@@ -73,8 +73,18 @@ def peer_figures() -> dict[str, Figure]:
         Figure("gz_small_r3_p99", "Peer: Gazette append 100 B R=3 p99, 8 in flight", "ms", False),
         Figure("gz_small_r1_p50", "Peer: Gazette append 100 B R=1 p50, 8 in flight", "ms", False),
         Figure("gz_small_r1_p99", "Peer: Gazette append 100 B R=1 p99, 8 in flight", "ms", False),
-        Figure("gz_visible_r3_p50", "Peer: Gazette append-to-visible 100 B R=3 p50, a blocking reader", "ms", False),
-        Figure("gz_visible_r3_p99", "Peer: Gazette append-to-visible 100 B R=3 p99, a blocking reader", "ms", False),
+        Figure(
+            "gz_visible_r3_p50",
+            "Peer: Gazette append-to-visible 100 B R=3 p50, a blocking reader",
+            "ms",
+            False,
+        ),
+        Figure(
+            "gz_visible_r3_p99",
+            "Peer: Gazette append-to-visible 100 B R=3 p99, a blocking reader",
+            "ms",
+            False,
+        ),
     ]
     return {f.key: f for f in figures}
 
@@ -197,9 +207,7 @@ def measure_three_brokers(settings: runner.Settings, payload: bytes, log: Log) -
                     replication.append_latencies(aio, journals[r][1], small, settings.small_appends)
                 )
                 run |= {f"gz_small_r{r}_p50": percentile(lat, 50), f"gz_small_r{r}_p99": percentile(lat, 99)}
-            seen = loop.run(
-                replication.visible_latencies(aio, journals[3][1], small, settings.small_appends)
-            )
+            seen = loop.run(replication.visible_latencies(aio, journals[3][1], small, settings.small_appends))
             run |= {"gz_visible_r3_p50": percentile(seen, 50), "gz_visible_r3_p99": percentile(seen, 99)}
             for key, value in run.items():
                 samples.setdefault(key, []).append(value)

@@ -89,9 +89,21 @@ OURS_AGAIN = {"kafka_ours_publish": "msg_publish"}
 def peer_figures() -> dict[str, Figure]:
     """Kafka's publish and consume figures, in table order; each the peer of one of ours."""
     figures = [
-        Figure("kafka_publish_txn", f"Peer: Kafka transactional producer, a commit per {TXN_MESSAGES}", UNIT, True),
-        Figure("kafka_publish_idem", "Peer: Kafka idempotent producer, acks=all, no transactions", UNIT, True),
-        Figure("kafka_consume_txn", f"Peer: Kafka read_committed consumer, transactions of {TXN_MESSAGES}", UNIT, True),
+        Figure(
+            "kafka_publish_txn",
+            f"Peer: Kafka transactional producer, a commit per {TXN_MESSAGES}",
+            UNIT,
+            True,
+        ),
+        Figure(
+            "kafka_publish_idem", "Peer: Kafka idempotent producer, acks=all, no transactions", UNIT, True
+        ),
+        Figure(
+            "kafka_consume_txn",
+            f"Peer: Kafka read_committed consumer, transactions of {TXN_MESSAGES}",
+            UNIT,
+            True,
+        ),
     ]
     return {f.key: f for f in figures}
 
@@ -145,7 +157,7 @@ def check() -> None:
 
 
 def _artifact(jar: str) -> str:
-    """"kafka-clients-3.9.2.jar" -> "kafka-clients": a jar's name without its version."""
+    """ "kafka-clients-3.9.2.jar" -> "kafka-clients": a jar's name without its version."""
     stem = Path(jar).name.removesuffix(".jar")
     parts = stem.split("-")
     while len(parts) > 1 and parts[-1][:1].isdigit():
@@ -159,7 +171,9 @@ def spark_jars() -> list[str]:
     import pyspark
 
     found = _jars(SPARK_JARS)
-    shipped = {_artifact(j) for j in glob.glob(os.path.join(os.path.dirname(pyspark.__file__), "jars", "*.jar"))}
+    shipped = {
+        _artifact(j) for j in glob.glob(os.path.join(os.path.dirname(pyspark.__file__), "jars", "*.jar"))
+    }
     source = [j for j in found if _artifact(j).startswith("spark-sql-kafka")]
     if not source:
         raise KafkaUnavailable(f"{NOT_FETCHED} (no spark-sql-kafka jar in {SPARK_JARS})")
@@ -233,7 +247,9 @@ def kafka_broker(log: Log | None = None) -> Iterator[str]:
             capture_output=True, text=True, timeout=READY_TIMEOUT_S, check=False,
         )  # fmt: skip
         if formatted.returncode != 0:
-            raise KafkaUnavailable(f"kafka-storage format failed: {(formatted.stderr or formatted.stdout)[-400:]}")
+            raise KafkaUnavailable(
+                f"kafka-storage format failed: {(formatted.stderr or formatted.stdout)[-400:]}"
+            )
         with log_path.open("wb") as log_file:
             proc = spawn([*jvm, "kafka.Kafka", str(config)], stdin=subprocess.DEVNULL, stdout=log_file,
                          stderr=subprocess.STDOUT)  # fmt: skip
@@ -263,7 +279,9 @@ def _wait_ready(proc: subprocess.Popen[Any], port: int, log_path: Path) -> str:
         with contextlib.suppress(OSError), socket.create_connection(("127.0.0.1", port), timeout=1):
             break
         if time.monotonic() > deadline:
-            raise KafkaUnavailable(f"the Kafka broker did not listen on {bootstrap} within {READY_TIMEOUT_S:.0f} s")
+            raise KafkaUnavailable(
+                f"the Kafka broker did not listen on {bootstrap} within {READY_TIMEOUT_S:.0f} s"
+            )
         time.sleep(0.1)
     admin = AdminClient({"bootstrap.servers": bootstrap})
     while True:
@@ -273,19 +291,25 @@ def _wait_ready(proc: subprocess.Popen[Any], port: int, log_path: Path) -> str:
         if proc.poll() is not None:
             raise exited()
         if time.monotonic() > deadline:
-            raise KafkaUnavailable(f"the Kafka broker at {bootstrap} answered no metadata within {READY_TIMEOUT_S:.0f} s")
+            raise KafkaUnavailable(
+                f"the Kafka broker at {bootstrap} answered no metadata within {READY_TIMEOUT_S:.0f} s"
+            )
 
 
 def create_topic(bootstrap: str, topic: str, partitions: int = 1) -> None:
     from confluent_kafka.admin import AdminClient, NewTopic
 
     admin = AdminClient({"bootstrap.servers": bootstrap})
-    for future in admin.create_topics([NewTopic(topic, partitions, 1)], operation_timeout=CLIENT_TIMEOUT_S).values():
+    for future in admin.create_topics(
+        [NewTopic(topic, partitions, 1)], operation_timeout=CLIENT_TIMEOUT_S
+    ).values():
         future.result(timeout=CLIENT_TIMEOUT_S)
     deadline = time.monotonic() + CLIENT_TIMEOUT_S
     while len(admin.list_topics(topic, timeout=CLIENT_TIMEOUT_S).topics[topic].partitions) < partitions:
         if time.monotonic() > deadline:
-            raise RuntimeError(f"topic {topic} has not all its {partitions} partitions after {CLIENT_TIMEOUT_S:.0f} s")
+            raise RuntimeError(
+                f"topic {topic} has not all its {partitions} partitions after {CLIENT_TIMEOUT_S:.0f} s"
+            )
         time.sleep(0.05)
 
 
@@ -378,7 +402,9 @@ def consume_read_committed(
         while count < expected:
             batch = consumer.consume(min(BATCH, expected - count), poll_timeout_s)
             if not batch:
-                raise RuntimeError(f"{topic}: nothing in {poll_timeout_s:g} s after {count} of {expected} messages")
+                raise RuntimeError(
+                    f"{topic}: nothing in {poll_timeout_s:g} s after {count} of {expected} messages"
+                )
             for msg in batch:
                 if msg.error():
                     raise KafkaException(msg.error())
@@ -477,7 +503,9 @@ def spark_source(data: Dataset, log: Log, bootstrap: str | None = None) -> Itera
         start = time.perf_counter()
         transactions = load_dataset(bootstrap, SPARK_TOPIC, data, log)
         seconds = time.perf_counter() - start
-        log(f"loaded {data.bytes / 1e6:,.0f} MB into Kafka in {seconds:.0f} s ({transactions:,} transactions)")
+        log(
+            f"loaded {data.bytes / 1e6:,.0f} MB into Kafka in {seconds:.0f} s ({transactions:,} transactions)"
+        )
         yield SparkSource(bootstrap, SPARK_TOPIC, jars, seconds, transactions)
 
 
@@ -528,7 +556,9 @@ def _plan(events: list[tuple[int, int, bytes]], plan: _Plan) -> None:
         raise RuntimeError(f"a transaction of {len(pending)} messages is still open at the end of the data")
 
 
-def _replay(bootstrap: str, topic: str, partition: int, txn_id: str, transactions: list[tuple[list[bytes], bool]]) -> None:
+def _replay(
+    bootstrap: str, topic: str, partition: int, txn_id: str, transactions: list[tuple[list[bytes], bool]]
+) -> None:
     """Transactions into `partition` by one transactional producer: committed, or sent then aborted
     (so that they are in the log, as rolled-back messages are in our journals; an abort drops what
     is unsent)."""
@@ -567,9 +597,15 @@ def load_dataset(bootstrap: str, topic: str, data: Dataset, log: Log) -> int:
         for line in plan.outside:
             outside.produce(topic, line, partition=j)
             outside.poll(0)
-    lanes = [(j, k, plan.transactions[k::SPARK_LOAD_LANES]) for j, plan in enumerate(plans) for k in range(SPARK_LOAD_LANES)]
+    lanes = [
+        (j, k, plan.transactions[k::SPARK_LOAD_LANES])
+        for j, plan in enumerate(plans)
+        for k in range(SPARK_LOAD_LANES)
+    ]
     with concurrent.futures.ThreadPoolExecutor(len(lanes)) as pool:
-        futures = [pool.submit(_replay, bootstrap, topic, j, f"bench-spark-{j}-{k}", txns) for j, k, txns in lanes]
+        futures = [
+            pool.submit(_replay, bootstrap, topic, j, f"bench-spark-{j}-{k}", txns) for j, k, txns in lanes
+        ]
         for future in futures:
             future.result()
     left = outside.flush(CLIENT_TIMEOUT_S)
@@ -584,9 +620,13 @@ def main() -> None:
     from bench import report
 
     parser = argparse.ArgumentParser(prog="python -m bench.kafka_peer", description=__doc__.splitlines()[0])
-    parser.add_argument("--quick", action="store_true", help="fewer and smaller runs (bench's quick settings)")
+    parser.add_argument(
+        "--quick", action="store_true", help="fewer and smaller runs (bench's quick settings)"
+    )
     parser.add_argument("--runs", type=int, help="override the number of runs")
-    parser.add_argument("--ours", action="store_true", help="also measure our figures it pairs with (bench.messages)")
+    parser.add_argument(
+        "--ours", action="store_true", help="also measure our figures it pairs with (bench.messages)"
+    )
     args = parser.parse_args()
     if args.runs is not None and args.runs < 1:
         parser.error(f"--runs {args.runs} must be at least 1")

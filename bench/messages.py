@@ -69,11 +69,20 @@ def message_figures() -> dict[str, Figure]:
     figures = [
         Figure("msg_encode", "Limit: orjson.dumps + join of 100 B JSON messages", UNIT, True),
         Figure("msg_publish", "Publish committed, 100 B JSON", UNIT, True, "msg_encode", GOAL),
-        Figure("msg_publish_txn", f"Publish uncommitted, an ACK per {TXN_MESSAGES}", UNIT, True, "msg_encode", GOAL),
+        Figure(
+            "msg_publish_txn",
+            f"Publish uncommitted, an ACK per {TXN_MESSAGES}",
+            UNIT,
+            True,
+            "msg_encode",
+            GOAL,
+        ),
         Figure("msg_decode", "Limit: JSON framing decoder alone", UNIT, True),
         Figure("msg_read_uncommitted", "ReadUncommitted", UNIT, True, "msg_decode", GOAL),
         Figure("msg_read_committed", "ReadCommitted, committed messages", UNIT, True, "msg_decode", GOAL),
-        Figure("msg_read_txn", f"ReadCommitted, transactions of {TXN_MESSAGES}", UNIT, True, "msg_decode", GOAL),
+        Figure(
+            "msg_read_txn", f"ReadCommitted, transactions of {TXN_MESSAGES}", UNIT, True, "msg_decode", GOAL
+        ),
         Figure(
             "msg_read_txn_columnar",
             f"Columnar reader (ReadCommittedTables), transactions of {TXN_MESSAGES}",
@@ -88,7 +97,9 @@ def message_figures() -> dict[str, Figure]:
 
 def make_messages(count: int, offset: int = 0) -> list[dict[str, Any]]:
     """`count` dicts that frame (with their UUID) to exactly MESSAGE_BYTES bytes."""
-    sample = JSONFraming().encode({"word": "w0000000", "n": 0, "pad": ""}, build_uuid(new_producer_id(), 1, 0))
+    sample = JSONFraming().encode(
+        {"word": "w0000000", "n": 0, "pad": ""}, build_uuid(new_producer_id(), 1, 0)
+    )
     pad = "x" * (MESSAGE_BYTES - len(sample))
     return [{"word": f"w{i:07d}", "n": i % 10, "pad": pad} for i in range(offset, offset + count)]
 
@@ -140,7 +151,9 @@ def publish(client: Client, journal: str, messages: list[dict[str, Any]], txn: b
             for i in range(0, len(messages), TXN_MESSAGES):
                 for m in messages[i : i + TXN_MESSAGES]:
                     pub.publish_uncommitted(journal, m)
-                for name, ack in pub.build_ack_intents(after_messages=True):  # the service's order puts them after
+                for name, ack in pub.build_ack_intents(
+                    after_messages=True
+                ):  # the service's order puts them after
                     pub.service.append(name, ack)
         else:
             for m in messages:
@@ -230,7 +243,10 @@ def profile(messages_count: int, top: int) -> str:
         plain, _ = _journals(cluster, client, "bench/msg-profile")
         phases: list[tuple[str, Callable[[], float]]] = [
             ("publish committed", lambda: publish(client, plain, messages, txn=False)),
-            ("ReadCommitted", lambda: read_rate(ReadCommitted(client, plain), messages_count, "ReadCommitted")),
+            (
+                "ReadCommitted",
+                lambda: read_rate(ReadCommitted(client, plain), messages_count, "ReadCommitted"),
+            ),
         ]
         for phase, measure in phases:
             caller, loop_side = cProfile.Profile(), cProfile.Profile()
@@ -256,7 +272,9 @@ def main() -> None:
     from bench import report
 
     parser = argparse.ArgumentParser(prog="python -m bench.messages", description=__doc__.splitlines()[0])
-    parser.add_argument("--quick", action="store_true", help=f"{QUICK.runs} runs of {QUICK.messages} messages")
+    parser.add_argument(
+        "--quick", action="store_true", help=f"{QUICK.runs} runs of {QUICK.messages} messages"
+    )
     parser.add_argument("--runs", type=int, help="override the number of runs")
     parser.add_argument("--profile", action="store_true", help="instead, profile one publish and read")
     parser.add_argument("--top", type=int, default=10, help="entries per profile listing")
@@ -274,11 +292,15 @@ def main() -> None:
         console.width = max(console.width, 120)  # piped or captured: don't wrap the table
     figures = run(settings, log=console.log)
     report.print_table(
-        report.rows_of(figures), f"gazette-py message bench ({settings.name}, median of {settings.runs} runs)", console
+        report.rows_of(figures),
+        f"gazette-py message bench ({settings.name}, median of {settings.runs} runs)",
+        console,
     )
     for f in figures.values():
         if f.target is not None:
-            console.log(f"{f.name}: {f.value * 1000 / GOAL_MSGS_PER_S:.2f} of the {GOAL_MSGS_PER_S:,} msg/s goal")
+            console.log(
+                f"{f.name}: {f.value * 1000 / GOAL_MSGS_PER_S:.2f} of the {GOAL_MSGS_PER_S:,} msg/s goal"
+            )
 
 
 if __name__ == "__main__":

@@ -145,7 +145,10 @@ async def publish_sync(js: Any, subject: str, messages: list[dict[str, Any]]) ->
 async def publish_async(js: Any, subject: str, messages: list[dict[str, Any]]) -> float:
     """Publishes with up to ASYNC_MAX_PENDING acks outstanding, then awaits them all: msgs/s."""
     start = time.perf_counter()
-    futures = [await js.publish_async(subject, data, headers={"Nats-Msg-Id": msg_id}) for data, msg_id in _stamped(messages)]
+    futures = [
+        await js.publish_async(subject, data, headers={"Nats-Msg-Id": msg_id})
+        for data, msg_id in _stamped(messages)
+    ]
     acks = await asyncio.gather(*futures)
     elapsed = time.perf_counter() - start
     duplicates = sum(1 for a in acks if a.duplicate)
@@ -225,7 +228,9 @@ async def _measure(url: str, settings: Settings, log: Callable[[str], None]) -> 
         for i in range(settings.runs):
             log(f"nats run {i + 1}/{settings.runs}")
             sync_subject = await _stream(js, f"SYNC{i}")
-            run = {"nats_publish_sync": await publish_sync(js, sync_subject, messages[: settings.sync_messages])}
+            run = {
+                "nats_publish_sync": await publish_sync(js, sync_subject, messages[: settings.sync_messages])
+            }
             name = f"ASYNC{i}"
             subject = await _stream(js, name)
             run["nats_publish_async"] = await publish_async(js, subject, messages)

@@ -55,7 +55,14 @@ def replication_figures() -> dict[str, Figure]:
     """The figures of the replication issue, in table order."""
     figures = [
         Figure("fanout_stream", "Limit: raw gRPC fan-out A→B,C, 1 MiB appends, 4 in flight", "MB/s", True),
-        Figure("append_r3_x4", "Append 1 MiB R=3, 4 appenders, 3 brokers", "MB/s", True, "fanout_stream", FANOUT_TARGET),
+        Figure(
+            "append_r3_x4",
+            "Append 1 MiB R=3, 4 appenders, 3 brokers",
+            "MB/s",
+            True,
+            "fanout_stream",
+            FANOUT_TARGET,
+        ),
         Figure("append_r1_x4", "Append 1 MiB R=1, 4 appenders, same brokers", "MB/s", True, "fanout_stream"),
         Figure("fanout_p50", "Limit: raw gRPC fan-out 100 B p50, 8 in flight", "ms", False),
         Figure("fanout_p99", "Limit: raw gRPC fan-out 100 B p99, 8 in flight", "ms", False),
@@ -108,7 +115,9 @@ def _forwarder(peers: list[str]):
 
 async def _serve(peers: list[str]) -> None:
     handlers = {
-        "Sink": grpc.stream_unary_rpc_method_handler(_sink, request_deserializer=_identity, response_serializer=_identity),
+        "Sink": grpc.stream_unary_rpc_method_handler(
+            _sink, request_deserializer=_identity, response_serializer=_identity
+        ),
     }
     if peers:
         handlers["Append"] = grpc.stream_unary_rpc_method_handler(
@@ -256,7 +265,13 @@ def _journals(cluster: LocalCluster, runs: int) -> dict[int, tuple[list[str], st
         small = f"bench/r{r}/small"
         out[r] = (par, small)
         specs += [
-            cluster.journal_spec(name, replication=r, fragment_length=FRAGMENT_LENGTH, compression="none", refresh_interval="1s")
+            cluster.journal_spec(
+                name,
+                replication=r,
+                fragment_length=FRAGMENT_LENGTH,
+                compression="none",
+                refresh_interval="1s",
+            )
             for name in [*par, small]
         ]
     cluster.client().apply_journals(specs)
@@ -270,7 +285,10 @@ def run(settings, log: Callable[[str], None]) -> dict[str, Figure]:
     payload = os.urandom(MIB)
     small = payload[:SMALL_APPEND_BYTES]
     count_each = max(1, settings.append_mib // THROUGHPUT_APPENDERS)
-    with fanout_processes() as fanout, LocalCluster(brokers=3, mode="subprocess", zones=("a", "b")) as cluster:
+    with (
+        fanout_processes() as fanout,
+        LocalCluster(brokers=3, mode="subprocess", zones=("a", "b")) as cluster,
+    ):
         journals = _journals(cluster, settings.runs)
         client = cluster.client()
         loop = client._loop
@@ -281,7 +299,9 @@ def run(settings, log: Callable[[str], None]) -> dict[str, Figure]:
             for i in range(settings.runs):
                 log(f"replication run {i + 1}/{settings.runs}")
                 os.sync()
-                samples: dict[str, float] = {"fanout_stream": loop.run(fanout_rate(chan, payload, count_each))}
+                samples: dict[str, float] = {
+                    "fanout_stream": loop.run(fanout_rate(chan, payload, count_each))
+                }
                 for r in (3, 1):
                     par, _ = journals[r]
                     samples[f"append_r{r}_x4"] = loop.run(append_rate(aio, par, payload, count_each))
@@ -289,7 +309,10 @@ def run(settings, log: Callable[[str], None]) -> dict[str, Figure]:
                 samples |= {"fanout_p50": percentile(raw, 50), "fanout_p99": percentile(raw, 99)}
                 for r in (3, 1):
                     ours = loop.run(append_latencies(aio, journals[r][1], small, settings.small_appends))
-                    samples |= {f"small_r{r}_p50": percentile(ours, 50), f"small_r{r}_p99": percentile(ours, 99)}
+                    samples |= {
+                        f"small_r{r}_p50": percentile(ours, 50),
+                        f"small_r{r}_p99": percentile(ours, 99),
+                    }
                 seen = loop.run(visible_latencies(aio, journals[3][1], small, settings.small_appends))
                 samples |= {"visible_r3_p50": percentile(seen, 50), "visible_r3_p99": percentile(seen, 99)}
                 for key, value in samples.items():
@@ -315,7 +338,9 @@ async def _warm_up(aio: AsyncClient, chan: grpc.aio.Channel, journals, payload: 
 
 
 # --- profile ---------------------------------------------------------------------------------------
-async def _profile_load(aio: AsyncClient, journals, seconds: float, profiler: cProfile.Profile) -> tuple[int, int]:
+async def _profile_load(
+    aio: AsyncClient, journals, seconds: float, profiler: cProfile.Profile
+) -> tuple[int, int]:
     """R=3 load for `seconds` under the profiler: 8 small appenders and 2 appenders of 1 MiB."""
     payload = os.urandom(MIB)
     par, small = journals[3]
@@ -348,7 +373,9 @@ def profile(seconds: float, top: int) -> None:
         client = cluster.client()
         client._loop.run(_warm_up_brokers(client.aio, journals))
         smalls, bigs = client._loop.run(_profile_load(client.aio, journals, seconds, profiler))
-    print(f"R=3 under cProfile for {seconds:.0f} s: {smalls} appends of 100 B (8 in flight), {bigs} of 1 MiB (2 in flight)")
+    print(
+        f"R=3 under cProfile for {seconds:.0f} s: {smalls} appends of 100 B (8 in flight), {bigs} of 1 MiB (2 in flight)"
+    )
     for order in ("tottime", "cumulative"):
         print(f"\n=== top {top} by {order} ===")
         pstats.Stats(profiler).strip_dirs().sort_stats(order).print_stats(top)
@@ -363,10 +390,14 @@ async def _warm_up_brokers(aio: AsyncClient, journals) -> None:
 
 def main() -> None:
     parser = argparse.ArgumentParser(prog="python -m bench.replication", description=__doc__.splitlines()[0])
-    parser.add_argument("--profile", action="store_true", help="profile three in-process brokers under R=3 load")
+    parser.add_argument(
+        "--profile", action="store_true", help="profile three in-process brokers under R=3 load"
+    )
     parser.add_argument("--seconds", type=float, default=10.0, help="how long to profile")
     parser.add_argument("--top", type=int, default=30, help="how many entries to print per listing")
-    parser.add_argument("--quick", action="store_true", help="measure the figures with bench's quick settings")
+    parser.add_argument(
+        "--quick", action="store_true", help="measure the figures with bench's quick settings"
+    )
     args = parser.parse_args()
     if args.profile:
         profile(args.seconds, args.top)

@@ -29,7 +29,16 @@ from bench.figures import Figure
 
 README_START = "<!-- results:start -->"
 README_END = "<!-- results:end -->"
-COLUMNS = ("Figure", "Unit", "Value", "Limit (same run)", "Ratio", "Peer (same run)", "Ratio to peer", "Target")
+COLUMNS = (
+    "Figure",
+    "Unit",
+    "Value",
+    "Limit (same run)",
+    "Ratio",
+    "Peer (same run)",
+    "Ratio to peer",
+    "Target",
+)
 LEFT_COLUMNS = (0, 1, 7)
 # Units of one quantity at different scales: a peer's figure is converted into ours before the ratio.
 UNIT_SCALES = {"msg/s": ("msg/s", 1.0), "k msg/s": ("msg/s", 1e3), "M msg/s": ("msg/s", 1e6)}
@@ -104,7 +113,13 @@ class Row:
             target = f"{f.target.text} {'✓' if self.met else '✗'}"
         elif f.target:
             target = f.target.text
-        limit_cell = "limit" if self.role == "limit" else "" if self.role == "peer" else _number(self.limit_value, f.unit)
+        limit_cell = (
+            "limit"
+            if self.role == "limit"
+            else ""
+            if self.role == "peer"
+            else _number(self.limit_value, f.unit)
+        )
         peer_cell = "peer" if self.role == "peer" else self.peer_note or _number(self.peer_value, f.unit)
         return (
             f.name,
@@ -207,7 +222,9 @@ def _git_commit() -> str | None:
     return head.stdout.strip() + ("-dirty" if dirty.stdout.strip() else "")
 
 
-def results_json(rows: list[Row], env: dict[str, Any], settings: dict[str, Any], **extra: Any) -> dict[str, Any]:
+def results_json(
+    rows: list[Row], env: dict[str, Any], settings: dict[str, Any], **extra: Any
+) -> dict[str, Any]:
     return {
         **env,
         "settings": settings,
@@ -251,7 +268,7 @@ def markdown_table(rows: list[Row]) -> list[str]:
 
 
 def _load_text(start: list[float] | None, end: list[float] | None) -> str:
-    """" (load average 9.1 at the start, 6.2 at the end)": other work on the machine skews figures."""
+    """ " (load average 9.1 at the start, 6.2 at the end)": other work on the machine skews figures."""
     parts = [f"{v[0]:.1f} at the {when}" for v, when in ((start, "start"), (end, "end")) if v]
     return f" (load average {', '.join(parts)})" if parts else ""
 

@@ -119,7 +119,9 @@ class _Writer:
         if not self.parts:
             return
         content = "".join(self.parts).encode()
-        frag = Fragment(self.journal, self.offset, self.offset + len(content), hashlib.sha1(content).digest(), self.codec)
+        frag = Fragment(
+            self.journal, self.offset, self.offset + len(content), hashlib.sha1(content).digest(), self.codec
+        )
         persist_blocking(frag, lambda: iter([content]), self.data.store, "")
         name = self.journal.replace("/", "_") + f"-{self.offset:016x}.json"
         (self.data.json_dir / name).write_bytes(content)
@@ -189,7 +191,8 @@ def generate(root: Path, settings: Settings, log: Callable[[str], None], seed: i
                 f'{{"id":{i},"user":"user-{rng.randrange(100000)}","kind":"{_KINDS[i % 6]}",'
                 f'"amount":{rng.randrange(100000) / 100},"ts":"{stamps[i % 997]}",'
                 f'"tags":["{_WORDS[i % 14]}","{_WORDS[(i * 7) % 14]}"],"text":"{texts[i % 256]}",'
-                + ack_tail % uuid_text(pids[p], clocks[p], flags)
+                + ack_tail
+                % uuid_text(pids[p], clocks[p], flags)
             )
             w.add(line)
             data.messages += 1
@@ -247,7 +250,9 @@ def _contenders(
         "json": lambda: spark.read.schema(fields).json(str(data.json_dir)),
         "uncommitted": ours("uncommitted"),
         "committed": ours("committed"),
-        "read_committed": lambda: fragments_io.read_committed(spark, rc_schema, store=data.store, journals="bench/"),
+        "read_committed": lambda: fragments_io.read_committed(
+            spark, rc_schema, store=data.store, journals="bench/"
+        ),
     }
     if kafka is not None:
         readers[KAFKA] = lambda: kafka.dataframe(spark, fields)
@@ -261,7 +266,9 @@ def _check_counts(counts: dict[str, int], data: Dataset) -> None:
     if counts["committed"] != data.committed or counts["read_committed"] != data.committed:
         raise RuntimeError(f"committed row counts {counts} differ from the {data.committed} generated")
     if counts.get(KAFKA, data.committed) != data.committed:
-        raise RuntimeError(f"Kafka's read_committed row count {counts[KAFKA]} differs from the {data.committed} generated")
+        raise RuntimeError(
+            f"Kafka's read_committed row count {counts[KAFKA]} differs from the {data.committed} generated"
+        )
 
 
 def measure(
@@ -292,7 +299,9 @@ def measure(
                 samples[name].append(time.perf_counter() - start)
                 counts[name] = sum(row.n for row in rows)
             _check_counts(counts, data)
-            log(f"{shape}, run {r + 1}/{runs}: " + ", ".join(f"{n} {v[-1]:.2f} s" for n, v in samples.items()))
+            log(
+                f"{shape}, run {r + 1}/{runs}: " + ", ".join(f"{n} {v[-1]:.2f} s" for n, v in samples.items())
+            )
         out[shape] = samples
     return out
 
@@ -330,7 +339,12 @@ def profile(spark: Any, data: Dataset, isolation: str) -> dict[str, Any]:
 
     from fragments_io import decide, decode, source
 
-    options = {"store": data.store, "journals": data.journals[0], "isolation": isolation, "schema": FIELDS_DDL}
+    options = {
+        "store": data.store,
+        "journals": data.journals[0],
+        "isolation": isolation,
+        "schema": FIELDS_DDL,
+    }
     ds = source.GazetteDataSource(options)
     ddl = ds.schema()
     schema = ddl if isinstance(ddl, StructType) else StructType.fromDDL(ddl)
@@ -378,7 +392,9 @@ def _ratio_rows(samples: dict[str, dict[str, list[float]]]) -> list[dict[str, An
         for name in [r for r in (*READERS, KAFKA) if r in by_reader]:
             ours = by_reader[name]
             ratios = [j / o for j, o in zip(json_s, ours, strict=True)]
-            target = {"uncommitted": TARGET_UNCOMMITTED, "committed": TARGET_COMMITTED}.get(name, TARGET_READ_COMMITTED)
+            target = {"uncommitted": TARGET_UNCOMMITTED, "committed": TARGET_COMMITTED}.get(
+                name, TARGET_READ_COMMITTED
+            )
             target = None if name in ("json", KAFKA) else target
             rows.append(
                 {
@@ -408,7 +424,9 @@ def run(
     root = Path(tempfile.mkdtemp(prefix="bench-spark-", dir=data_dir))
     kafka_results: dict[str, Any] | None = None
     try:
-        log(f"bench.spark ({settings.name}): generating {settings.gigabytes:g} GB over {settings.journals} journals")
+        log(
+            f"bench.spark ({settings.name}): generating {settings.gigabytes:g} GB over {settings.journals} journals"
+        )
         start = time.perf_counter()
         data = generate(root, settings, log)
         log(f"generated {data.bytes / 1e9:.2f} GB, {data.messages:,} messages, {data.fragments} fragments in "
@@ -459,7 +477,12 @@ def run(
         }
     results = {
         "settings": dataclasses.asdict(settings),
-        "data": {"bytes": data.bytes, "messages": data.messages, "committed": data.committed, "fragments": data.fragments},
+        "data": {
+            "bytes": data.bytes,
+            "messages": data.messages,
+            "committed": data.committed,
+            "fragments": data.fragments,
+        },
         "readers": rows,
         "committed_overhead": overhead,
         "profiles": profiles,
@@ -535,7 +558,14 @@ def print_results(results: dict[str, Any], console: Console) -> None:
         if r["target"] is not None:
             target = f"≥ {r['target']:.1f} {'✓' if r['ratio'] >= r['target'] else '✗'}"
         ratio = "limit" if r["ratio"] is None else f"{r['ratio']:.2f}"
-        table.add_row(r["shape"], r["reader"], f"{r['seconds']:.2f}", f"{d['bytes'] / r['seconds'] / 1e6:,.0f}", ratio, target)
+        table.add_row(
+            r["shape"],
+            r["reader"],
+            f"{r['seconds']:.2f}",
+            f"{d['bytes'] / r['seconds'] / 1e6:,.0f}",
+            ratio,
+            target,
+        )
     console.print(table)
     kafka = results.get("kafka")
     if kafka is not None:
@@ -566,8 +596,14 @@ def print_results(results: dict[str, Any], console: Console) -> None:
 
 def main(argv: list[str] | None = None, console: Console | None = None) -> dict[str, Any]:
     parser = argparse.ArgumentParser(prog="python -m bench.spark", description=__doc__.split("\n\n")[0])
-    parser.add_argument("--quick", action="store_true", help=f"{QUICK.gigabytes:g} GB, one run, one shape (a smoke test)")
-    parser.add_argument("--gb", type=float, help=f"gigabytes of messages (default {FULL.gigabytes:g}, quick {QUICK.gigabytes:g})")
+    parser.add_argument(
+        "--quick", action="store_true", help=f"{QUICK.gigabytes:g} GB, one run, one shape (a smoke test)"
+    )
+    parser.add_argument(
+        "--gb",
+        type=float,
+        help=f"gigabytes of messages (default {FULL.gigabytes:g}, quick {QUICK.gigabytes:g})",
+    )
     parser.add_argument("--runs", type=int, help="timed rounds (each figure is their median)")
     parser.add_argument("--journals", type=int, help="journals (default 8)")
     parser.add_argument("--codec", choices=("none", "gzip", "zstandard", "snappy"), help="fragment codec")
@@ -575,7 +611,9 @@ def main(argv: list[str] | None = None, console: Console | None = None) -> dict[
     parser.add_argument("--keep", action="store_true", help="keep the generated data")
     parser.add_argument("--all-shapes", action="store_true", help=f"measure every schema shape {SHAPES}")
     parser.add_argument("--json", type=Path, help="also write the results to this file")
-    parser.add_argument("--kafka", action="store_true", help="also Spark's Kafka source over the same messages")
+    parser.add_argument(
+        "--kafka", action="store_true", help="also Spark's Kafka source over the same messages"
+    )
     args = parser.parse_args(argv)
     settings = QUICK if args.quick else FULL
     changes: dict[str, Any] = {k: v for k, v in (("gigabytes", args.gb), ("runs", args.runs),
@@ -592,7 +630,9 @@ def main(argv: list[str] | None = None, console: Console | None = None) -> dict[
     results = run(settings, console.log, args.data_dir, args.keep, kafka=args.kafka)
     print_results(results, console)
     if args.json:
-        args.json.write_text(json.dumps({"date": time.strftime("%Y-%m-%dT%H:%M:%S%z"), **results}, indent=2) + "\n")
+        args.json.write_text(
+            json.dumps({"date": time.strftime("%Y-%m-%dT%H:%M:%S%z"), **results}, indent=2) + "\n"
+        )
         console.log(f"wrote {args.json}")
     return results
 

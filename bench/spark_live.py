@@ -97,7 +97,9 @@ class _Arrivals:
 WARM_BATCHES = 3  # micro-batches with rows before measuring: the first ones start Spark's Python workers
 
 
-def _measure_stream(query: Any, arrivals: _Arrivals, send: Callable[[int], None], settings: Settings) -> list[float]:
+def _measure_stream(
+    query: Any, arrivals: _Arrivals, send: Callable[[int], None], settings: Settings
+) -> list[float]:
     """Warms the query up (messages until WARM_BATCHES micro-batches delivered rows), publishes for
     settings.seconds, waits for every message sent to arrive; the latencies (ms) of those messages."""
 

@@ -27,13 +27,17 @@ GOAL = 1.0
 
 
 def _rows(spark: Any, n: int) -> Any:
-    df = spark.range(n).selectExpr(
-        "id",
-        "concat('user-', id % 1000) AS user",
-        "element_at(array('click', 'view', 'purchase', 'signup'), CAST(id % 4 AS INT) + 1) AS kind",
-        "CAST(id % 10007 AS DOUBLE) / 100 AS amount",
-        "timestamp_seconds(1700000000 + id) AS ts",
-    ).repartition(PARTITIONS)
+    df = (
+        spark.range(n)
+        .selectExpr(
+            "id",
+            "concat('user-', id % 1000) AS user",
+            "element_at(array('click', 'view', 'purchase', 'signup'), CAST(id % 4 AS INT) + 1) AS kind",
+            "CAST(id % 10007 AS DOUBLE) / 100 AS amount",
+            "timestamp_seconds(1700000000 + id) AS ts",
+        )
+        .repartition(PARTITIONS)
+    )
     df.cache()
     df.count()
     return df
@@ -50,8 +54,12 @@ def run(rows: int, runs: int, log: Any = print) -> dict[str, Any]:
             client = cluster.client()
             journals = [f"bench/sink-{i}" for i in range(PARTITIONS)]
             client.apply_journals(
-                [cluster.journal_spec(j, labels={"content-type": "application/x-ndjson", "app": "bench-sink"})
-                 for j in journals]  # fmt: skip
+                [
+                    cluster.journal_spec(
+                        j, labels={"content-type": "application/x-ndjson", "app": "bench-sink"}
+                    )
+                    for j in journals
+                ]  # fmt: skip
             )
             cluster.wait_for_routes(journals)
             broker = cluster.broker_endpoints[0]

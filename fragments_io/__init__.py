@@ -64,6 +64,7 @@ def __getattr__(name: str) -> Any:
         return getattr(delta, name)
     raise AttributeError(f"module 'fragments_io' has no attribute {name!r}")
 
+
 JAVA_HINT = (
     "fragments_io needs a Java 17+ runtime for PySpark and found no `java` on PATH or under JAVA_HOME: "
     "install one (apt-get install openjdk-17-jre-headless, or conda install -c conda-forge openjdk=17) "
@@ -288,7 +289,9 @@ def read_committed(
     lowered = {k.lower(): k for k in opts}
     for bad in ("isolation", "isolation.level", "kafka.isolation.level", "beginmodtime", "endmodtime"):
         if bad in lowered:
-            raise OptionError(f"read_committed does not take option {lowered[bad]} (it reads isolation=committed)")
+            raise OptionError(
+                f"read_committed does not take option {lowered[bad]} (it reads isolation=committed)"
+            )
     parsed = parse_options(opts)
     check_batch(parsed)
     register(spark)
@@ -318,7 +321,10 @@ def read_committed(
     meta_opts = {k: v for k, v in opts.items() if k.lower() not in unbounded}
     meta = spark.read.format("gazette").options(**meta_opts).option("isolation", "uncommitted")
     decisions = (
-        meta.schema(DECISION_INPUT_DDL).load().groupBy("journal", "producer").applyInPandas(decide_group, DECISION_SCHEMA)
+        meta.schema(DECISION_INPUT_DDL)
+        .load()
+        .groupBy("journal", "producer")
+        .applyInPandas(decide_group, DECISION_SCHEMA)
     )
     out = scan.join(decisions, on=["journal", "begin"], how="left_semi")
     if "beginoffset" in bounds:

@@ -134,7 +134,11 @@ class CommitTracker:
         before it are decided for good; retained rows before it are released."""
         begins = [s.begin for s in self.sequencer.checkpoint().producers if s.begin >= 0]
         horizon = min(begins) if begins else None
-        cut = len(self._retained_begins) if horizon is None else bisect.bisect_left(self._retained_begins, horizon)
+        cut = (
+            len(self._retained_begins)
+            if horizon is None
+            else bisect.bisect_left(self._retained_begins, horizon)
+        )
         if cut:
             del self._retained[:cut]
             del self._retained_begins[:cut]

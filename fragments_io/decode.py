@@ -87,9 +87,13 @@ def _read_plain(f: Fragment) -> bytes:
     finally:
         stream.close()
     if len(data) > f.length:
-        raise CorruptFragmentError(f"{where} decodes to more than end - begin = {f.length} bytes (at least {len(data)})")
+        raise CorruptFragmentError(
+            f"{where} decodes to more than end - begin = {f.length} bytes (at least {len(data)})"
+        )
     if len(data) != f.length:
-        raise CorruptFragmentError(f"{where} decodes to {len(data)} bytes (expected end - begin = {f.length})")
+        raise CorruptFragmentError(
+            f"{where} decodes to {len(data)} bytes (expected end - begin = {f.length})"
+        )
     got = hashlib.sha1(data).digest()
     if got != f.sum:
         raise CorruptFragmentError(f"{where} has SHA1 {got.hex()} (expected {f.sum.hex()})")
@@ -236,7 +240,9 @@ def valid_mask(arr: pa.Array) -> np.ndarray:
     validity = arr.buffers()[0]
     if not arr.null_count or validity is None:
         return np.ones(n, bool)
-    return np.unpackbits(np.frombuffer(validity, np.uint8), bitorder="little")[offset : offset + n].astype(bool)
+    return np.unpackbits(np.frombuffer(validity, np.uint8), bitorder="little")[offset : offset + n].astype(
+        bool
+    )
 
 
 def to_numpy(column: pa.Array | pa.ChunkedArray, null: int = 0) -> np.ndarray:
@@ -252,7 +258,11 @@ def to_numpy(column: pa.Array | pa.ChunkedArray, null: int = 0) -> np.ndarray:
         return column.to_numpy(zero_copy_only=False)
     n, offset = len(column), column.offset
     data = column.buffers()[1]
-    values = np.frombuffer(data, dtype, count=n, offset=offset * np.dtype(dtype).itemsize) if n else np.zeros(0, dtype)
+    values = (
+        np.frombuffer(data, dtype, count=n, offset=offset * np.dtype(dtype).itemsize)
+        if n
+        else np.zeros(0, dtype)
+    )
     if not column.null_count:
         return values
     return np.where(valid_mask(column), values, np.asarray(null, dtype))
@@ -287,7 +297,9 @@ def _lines(data: bytes) -> tuple[np.ndarray, np.ndarray]:
 def _text_values(data: bytes, starts: np.ndarray, ends: np.ndarray) -> pa.Array:
     """The lines as strings without their newline, sliced straight out of `data`."""
     if len(data) >= 1 << 31:
-        return pa.array([data[s : e - 1].decode("utf-8", "replace") for s, e in zip(starts, ends, strict=True)])
+        return pa.array(
+            [data[s : e - 1].decode("utf-8", "replace") for s, e in zip(starts, ends, strict=True)]
+        )
     offsets = np.concatenate(([0], ends)).astype(np.int32)
     arr = pa.StringArray.from_buffers(len(ends), pa.py_buffer(offsets), pa.py_buffer(data))
     return pc.utf8_slice_codeunits(arr, 0, -1)
@@ -420,7 +432,15 @@ class JournalDecoder:
             return None
         fields = table.select([f.name for f in self.fields]) if self.fields is not None else None
         return self._assemble(
-            starts + base, ends + base, None, split.present, split.clock, split.flags, data, (starts, ends), fields,
+            starts + base,
+            ends + base,
+            None,
+            split.present,
+            split.clock,
+            split.flags,
+            data,
+            (starts, ends),
+            fields,
             uuid_text=split.text,
         )
 
@@ -486,7 +506,10 @@ class JournalDecoder:
             except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as e:
                 raise self._schema_error(e) from None
         values = pa.array(
-            [data[s : s + (e - b)].rstrip(b"\n").decode("utf-8", "replace") for s, b, e in zip(starts, begins, ends, strict=True)],
+            [
+                data[s : s + (e - b)].rstrip(b"\n").decode("utf-8", "replace")
+                for s, b, e in zip(starts, begins, ends, strict=True)
+            ],
             pa.string(),
         )
         return self._assemble(begins, ends, uuids, present, clock, flags, b"", None, fields, values)
@@ -524,7 +547,10 @@ class JournalDecoder:
                 values = _text_values(data, *lines)
             else:
                 values = pa.nulls(0, pa.binary() if self.framing == "fixed" else pa.string())
-        cols: dict[str, pa.Array] = {"begin": from_numpy(begins, pa.int64()), "end": from_numpy(ends, pa.int64())}
+        cols: dict[str, pa.Array] = {
+            "begin": from_numpy(begins, pa.int64()),
+            "end": from_numpy(ends, pa.int64()),
+        }
         if self.isolation != "raw":
             if clock is None:
                 clock = np.zeros(n, np.uint64)

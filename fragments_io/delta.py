@@ -48,7 +48,9 @@ DELTA_CATALOG = "org.apache.spark.sql.delta.catalog.DeltaCatalog"
 FILES_SCHEMA = "path string, size long, modification_time long, stats string"
 # Where `make delta-jars` copies Delta's jars (this checkout's build/); the variable overrides it.
 DELTA_JARS_ENV = "FRAGMENTS_IO_DELTA_JARS"
-DELTA_JARS_DIR = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "build", "delta", "jars")
+DELTA_JARS_DIR = os.path.join(
+    os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "build", "delta", "jars"
+)
 FETCH_COMMAND = "make delta-jars"
 # Delta's idempotent DML (MERGE): the session settings that carry the txn record of the next command.
 DML_TXN_APP_ID = "spark.databricks.delta.write.txnAppId"
@@ -107,7 +109,9 @@ def delta_conf(directory: str | None = None) -> dict[str, str]:
     }
 
 
-def delta_spark_session(master: str = "local[2]", app_name: str = "fragments_io", **conf: str) -> SparkSession:
+def delta_spark_session(
+    master: str = "local[2]", app_name: str = "fragments_io", **conf: str
+) -> SparkSession:
     """`fragments_io.spark_session` with Delta Lake (delta-spark) from the jars `make delta-jars`
     cached (`delta_conf`): `to_delta` then writes through Delta itself. The caller's settings win;
     jars given in `spark.jars` are added to Delta's."""
@@ -122,7 +126,9 @@ def delta_spark_session(master: str = "local[2]", app_name: str = "fragments_io"
 
 def _check_args(app_id: Any, version: Any, engine: str) -> None:
     if not isinstance(app_id, str) or not app_id.strip():
-        raise DeltaWriteError(f"app_id {app_id!r} is not a non-empty string (it names the writing application)")
+        raise DeltaWriteError(
+            f"app_id {app_id!r} is not a non-empty string (it names the writing application)"
+        )
     if isinstance(version, bool) or not isinstance(version, int) or version < 0:
         raise DeltaWriteError(f"version {version!r} of app_id {app_id!r} is not an integer >= 0")
     if engine not in ENGINES:
@@ -176,7 +182,9 @@ def to_delta(
     order = _columns("order_by", order_by)
     missing = [c for c in keys + order if c not in df.columns]
     if missing:
-        raise DeltaWriteError(f"column(s) {missing} of merge_on/order_by are not in the DataFrame {df.columns}")
+        raise DeltaWriteError(
+            f"column(s) {missing} of merge_on/order_by are not in the DataFrame {df.columns}"
+        )
     if order and not keys:
         raise DeltaWriteError("order_by is only meaningful with merge_on (it picks one row per key)")
     spark = df.sparkSession
@@ -210,7 +218,9 @@ def latest_per_key(df: DataFrame, keys: list[str], order_by: list[str]) -> DataF
     from pyspark.sql import Window
     from pyspark.sql import functions as F
 
-    window = Window.partitionBy(*[F.col(k) for k in keys]).orderBy(*[F.col(c).desc_nulls_last() for c in order_by])
+    window = Window.partitionBy(*[F.col(k) for k in keys]).orderBy(
+        *[F.col(c).desc_nulls_last() for c in order_by]
+    )
     return df.withColumn(_RANK, F.row_number().over(window)).where(F.col(_RANK) == 1).drop(_RANK)
 
 
@@ -446,11 +456,15 @@ def _write_with_deltalake(
         done = None if now is None else now.transaction_version(app_id)
         if done is not None and done >= version:
             return False
-        raise DeltaWriteError(f"commit of version {version} of app_id {app_id!r} to Delta table {path} failed: {e}") from e
+        raise DeltaWriteError(
+            f"commit of version {version} of app_id {app_id!r} to Delta table {path} failed: {e}"
+        ) from e
     return True
 
 
-def _merge_with_deltalake(df: DataFrame, path: str, keys: list[str], app_id: str, version: int, table: Any) -> bool:
+def _merge_with_deltalake(
+    df: DataFrame, path: str, keys: list[str], app_id: str, version: int, table: Any
+) -> bool:
     """deltalake's MERGE of the batch's rows (collected to the driver as Arrow) by `keys`, committed
     with the txn record; an existing table only (the first batch is an append)."""
     from deltalake import CommitProperties, Transaction
@@ -469,5 +483,7 @@ def _merge_with_deltalake(df: DataFrame, path: str, keys: list[str], app_id: str
             .execute()
         )
     except CommitFailedError as e:
-        raise DeltaWriteError(f"MERGE of version {version} of app_id {app_id!r} into Delta table {path} failed: {e}") from e
+        raise DeltaWriteError(
+            f"MERGE of version {version} of app_id {app_id!r} into Delta table {path} failed: {e}"
+        ) from e
     return True

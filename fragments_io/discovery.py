@@ -118,9 +118,7 @@ def _discover(opts: ReadOptions) -> Discovery:
     if opts.store:
         found, foreign = list_store(opts.store, opts.journals)
         framing = opts.framing or "json"
-        journals = tuple(
-            JournalSource(name, framing, tuple(frags)) for name, frags in sorted(found.items())
-        )
+        journals = tuple(JournalSource(name, framing, tuple(frags)) for name, frags in sorted(found.items()))
         return Discovery(journals, tuple(foreign))
     specs = etcd_specs(opts)
     out: list[JournalSource] = []

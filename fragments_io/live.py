@@ -102,7 +102,9 @@ def brokers_of(opts: ReadOptions) -> str:
     return ",".join(sorted(endpoints))
 
 
-def survey(opts: ReadOptions, brokers: str, names: Iterable[str], selector: str | None) -> tuple[dict[str, int], dict[str, Any]]:
+def survey(
+    opts: ReadOptions, brokers: str, names: Iterable[str], selector: str | None
+) -> tuple[dict[str, int], dict[str, Any]]:
     """Each journal's write head (journals the brokers do not know are left out) and, with
     `selector`, the JournalSpecs of the journals the brokers list for it. Through this process's
     client of `brokers` (kept: a streaming query plans every trigger)."""
@@ -124,7 +126,9 @@ def survey(opts: ReadOptions, brokers: str, names: Iterable[str], selector: str 
                 # deleted since it was persisted: its persisted fragments are all there is
         return heads, specs
     except GazetteError as e:
-        raise FragmentsIOError(f"live read: asking broker(s) {brokers} for the journals' write heads failed: {e}") from e
+        raise FragmentsIOError(
+            f"live read: asking broker(s) {brokers} for the journals' write heads failed: {e}"
+        ) from e
 
 
 def with_heads(found: Discovery, opts: ReadOptions) -> Discovery:
@@ -212,7 +216,9 @@ def read_range(r: LiveRange, opts: ReadOptions) -> Iterator[tuple[LiveRange, byt
     except GazetteError as e:
         raise FragmentsIOError(f"{where} failed at offset {pos} (Spark retries the task): {e}") from e
     if pos < r.end:
-        raise FragmentsIOError(f"{where}: the read ended at offset {pos}, before {r.end} (Spark retries the task)")
+        raise FragmentsIOError(
+            f"{where}: the read ended at offset {pos}, before {r.end} (Spark retries the task)"
+        )
     if parts:
         yield dataclasses.replace(r, begin=start, end=pos), b"".join(parts)
 

@@ -232,7 +232,9 @@ def _live(opts: dict[str, Any], kw: dict[str, Any]) -> None:
             "or option etcd (the brokers registered there are used)"
         )
     if not live and "broker" in kw:
-        raise OptionError("option broker reads through brokers, which option live=false turns off: drop one of them")
+        raise OptionError(
+            "option broker reads through brokers, which option live=false turns off: drop one of them"
+        )
     kw["live"] = live
     if "brokertimeout" in opts:
         text = opts["brokertimeout"]

@@ -175,7 +175,9 @@ def _pack_journals(tasks: list[Task], max_partition_bytes: int, min_partitions: 
     decisions run in parallel."""
     tasks = [t for t in tasks if t.fragments]
     total = sum(t.size for t in tasks)
-    return pack_by_size(tasks, max_partition_bytes, min(min_partitions, len(tasks), max(1, total // OPEN_COST_BYTES)))
+    return pack_by_size(
+        tasks, max_partition_bytes, min(min_partitions, len(tasks), max(1, total // OPEN_COST_BYTES))
+    )
 
 
 class Sized(Protocol):

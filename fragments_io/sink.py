@@ -98,7 +98,9 @@ class SinkPlan:
         out: dict[str, Framing] = {}
         for ct in set(self.content_types):
             kind = SINK_FRAMINGS[ct]
-            out[ct] = framing_for(ct, uuid_pointer=self.opts.uuid_pointer) if kind == "json" else framing_for(ct)
+            out[ct] = (
+                framing_for(ct, uuid_pointer=self.opts.uuid_pointer) if kind == "json" else framing_for(ct)
+            )
         return out
 
 
@@ -148,7 +150,9 @@ def plan_write(opts: WriteOptions, schema: StructType, *, streaming: bool) -> Si
                 f"journal {name} has content type {ct!r}, which the gazette sink cannot frame with message "
                 f"UUIDs (it writes {', '.join(sorted(SINK_FRAMINGS))})"
             )
-    shape = shape_of(to_arrow_schema(schema, timezone="UTC"), opts.key, {SINK_FRAMINGS[c] for c in content_types})
+    shape = shape_of(
+        to_arrow_schema(schema, timezone="UTC"), opts.key, {SINK_FRAMINGS[c] for c in content_types}
+    )
     router = Router(journals, opts.key, opts.mapping)
     replay = False
     if opts.write_id is not None and not streaming:
@@ -221,10 +225,15 @@ def write_task(plan: SinkPlan, batches: Iterable[pa.RecordBatch]) -> SinkCommitM
         except GazetteError as exc:
             log.warning("closing the publisher of partition %d attempt %d: %s", partition, attempt, exc)
     rollbacks = tuple(
-        (j, framing.encode_ack(pub.uuid(c, int(Flags.ACK_TXN)), like)) for j, (c, like, framing) in first.items()
+        (j, framing.encode_ack(pub.uuid(c, int(Flags.ACK_TXN)), like))
+        for j, (c, like, framing) in first.items()
     )
-    task_fault("raise-after-write", partition, attempt, rows, pub)  # as a speculative loser: done, then dropped
-    return SinkCommitMessage(partition, attempt, pub.producer_id.hex() if first else "", acks, rollbacks, rows)
+    task_fault(
+        "raise-after-write", partition, attempt, rows, pub
+    )  # as a speculative loser: done, then dropped
+    return SinkCommitMessage(
+        partition, attempt, pub.producer_id.hex() if first else "", acks, rollbacks, rows
+    )
 
 
 def task_fault(point: str, partition: int, attempt: int, rows: int, pub: Publisher) -> None:
@@ -243,7 +252,9 @@ def task_fault(point: str, partition: int, attempt: int, rows: int, pub: Publish
         if name == "kill-after-rows":
             pub.flush(ROLLBACK_TIMEOUT_S)
             os.kill(os.getpid(), signal.SIGKILL)
-        raise RuntimeError(f"injected task fault {point} after {rows} rows (partition {partition}, attempt 0)")
+        raise RuntimeError(
+            f"injected task fault {point} after {rows} rows (partition {partition}, attempt 0)"
+        )
 
 
 def _groups(
@@ -326,9 +337,13 @@ def rollback_attempts(plan: SinkPlan, rollbacks: Sequence[tuple[str, bytes]]) ->
     if not rollbacks:
         return
     try:
-        _append_grouped(client_for(plan.opts.broker, plan.opts.timeout_s), rollbacks, plan.opts.timeout_s, hook=False)
+        _append_grouped(
+            client_for(plan.opts.broker, plan.opts.timeout_s), rollbacks, plan.opts.timeout_s, hook=False
+        )
     except SinkCommitError as exc:
-        log.warning("rollback ACKs of aborted attempts were not all appended (they stay uncommitted): %s", exc)
+        log.warning(
+            "rollback ACKs of aborted attempts were not all appended (they stay uncommitted): %s", exc
+        )
 
 
 def _rollbacks_of(messages: Sequence[SinkCommitMessage | None]) -> list[tuple[str, bytes]]:

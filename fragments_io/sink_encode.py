@@ -58,7 +58,9 @@ class Shape:
 def _json_unfit(t: pa.DataType) -> str | None:
     """Why a column of Arrow type `t` cannot be a JSON member as it is (None: it can)."""
     if pa.types.is_binary(t) or pa.types.is_large_binary(t):
-        return "binary (JSON holds no bytes: cast it to a base64 or hex string, or write it as the value column)"
+        return (
+            "binary (JSON holds no bytes: cast it to a base64 or hex string, or write it as the value column)"
+        )
     if pa.types.is_decimal(t):
         return "decimal (cast it to double or string)"
     if pa.types.is_map(t):
@@ -79,7 +81,9 @@ def shape_of(schema: pa.Schema, key: Sequence[str], framings: set[str]) -> Shape
     names = tuple(schema.names)
     for k in key:
         if k not in names:
-            raise OptionError(f"option key names column {k!r}, which the DataFrame lacks (columns: {list(names)})")
+            raise OptionError(
+                f"option key names column {k!r}, which the DataFrame lacks (columns: {list(names)})"
+            )
         t = schema.field(k).type
         if not (pa.types.is_string(t) or pa.types.is_large_string(t) or pa.types.is_binary(t)
                 or pa.types.is_large_binary(t) or (pa.types.is_integer(t))):  # fmt: skip
@@ -90,8 +94,11 @@ def shape_of(schema: pa.Schema, key: Sequence[str], framings: set[str]) -> Shape
     value_mode = False
     if VALUE_COLUMN in names:
         t = schema.field(VALUE_COLUMN).type
-        value_mode = pa.types.is_string(t) or pa.types.is_large_string(t) or pa.types.is_binary(t) or (
-            pa.types.is_large_binary(t)
+        value_mode = (
+            pa.types.is_string(t)
+            or pa.types.is_large_string(t)
+            or pa.types.is_binary(t)
+            or (pa.types.is_large_binary(t))
         )
     if not value_mode and "json" in framings:
         for f in schema:
@@ -173,7 +180,9 @@ def explain_unframable(batch: pa.RecordBatch, messages: list[Any], row0: int, ex
                     try:
                         orjson.dumps(v)
                     except orjson.JSONEncodeError as why:
-                        return SinkRowError(f"row {row0 + i}: column {name!r} holds {shown(v)}, not JSON ({why})")
+                        return SinkRowError(
+                            f"row {row0 + i}: column {name!r} holds {shown(v)}, not JSON ({why})"
+                        )
             return SinkRowError(f"row {row0 + i}: {shown(m)} cannot be framed ({exc})")
     return SinkRowError(f"rows {row0}..{row0 + batch.num_rows - 1} cannot be framed: {exc}")
 

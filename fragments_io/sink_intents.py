@@ -93,7 +93,9 @@ class IntentLog:
             os.replace(tmp, path)
             self._sync_dir()
         except OSError as exc:
-            raise SinkCommitError(f"cannot record the ACK intents of {name} in {self.directory}: {exc}") from None
+            raise SinkCommitError(
+                f"cannot record the ACK intents of {name} in {self.directory}: {exc}"
+            ) from None
 
     def mark_done(self, name: str) -> None:
         """Notes that every ACK of `name` landed (informational: a record is completed either way)."""

@@ -81,7 +81,9 @@ def parse_write_options(raw: Mapping[str, Any], *, streaming: bool) -> WriteOpti
             raise OptionError(f"unknown option {k!r} of the gazette sink{more} (known: {known})")
     broker = str(opts.get("broker") or "").strip()
     if not broker:
-        raise OptionError("option broker is required: the URL of a Gazette broker, e.g. http://127.0.0.1:8080")
+        raise OptionError(
+            "option broker is required: the URL of a Gazette broker, e.g. http://127.0.0.1:8080"
+        )
     journal = opts.get("journal") or opts.get("path") or None
     if opts.get("journal") and opts.get("path") and opts["journal"] != opts["path"]:
         raise OptionError(f"option journal {opts['journal']!r} and save(path) {opts['path']!r} disagree")
@@ -97,13 +99,17 @@ def parse_write_options(raw: Mapping[str, Any], *, streaming: bool) -> WriteOpti
             f"option journals={selector!r} needs option key: the column(s) whose values map a row to a journal"
         )
     if journal is not None and key:
-        raise OptionError("option key routes rows among the journals of option journals; with one journal drop it")
+        raise OptionError(
+            "option key routes rows among the journals of option journals; with one journal drop it"
+        )
     mapping = str(opts.get("mapping") or "modulo").lower()
     if mapping not in MAPPINGS:
         raise OptionError(f"option mapping={mapping!r} is not one of {', '.join(MAPPINGS)}")
     pointer = str(opts.get("uuidpointer") or DEFAULT_UUID_POINTER)
     if not pointer.startswith("/") or pointer == "/":
-        raise OptionError(f"option uuidPointer={pointer!r} is not a JSON pointer to a member (like /_meta/uuid)")
+        raise OptionError(
+            f"option uuidPointer={pointer!r} is not a JSON pointer to a member (like /_meta/uuid)"
+        )
     write_id = opts.get("writeid") or None
     if write_id is not None:
         if streaming:

@@ -252,7 +252,11 @@ class GazetteReader(DataSourceReader):
         if column == "journal":
             if isinstance(f, EqualTo) and isinstance(value, str):
                 return b.and_(journal_in=frozenset([value]))
-            if isinstance(f, In) and isinstance(value, tuple | list) and all(isinstance(v, str) for v in value):
+            if (
+                isinstance(f, In)
+                and isinstance(value, tuple | list)
+                and all(isinstance(v, str) for v in value)
+            ):
                 return b.and_(journal_in=frozenset(value))
             if isinstance(f, StringStartsWith) and isinstance(value, str):
                 return b.and_(journal_prefixes=(value,))
@@ -337,7 +341,9 @@ class GazetteReader(DataSourceReader):
     def _committed(self, task: Task) -> Iterator[tuple[pa.Table, int, np.ndarray | None]]:
         return commit_masks(Decider(task.journal), self._tables(task))
 
-    def _shape(self, table: pa.Table, journal: str, mod_time: int, keep: np.ndarray | None = None) -> pa.Table:
+    def _shape(
+        self, table: pa.Table, journal: str, mod_time: int, keep: np.ndarray | None = None
+    ) -> pa.Table:
         """The rows of `keep` (a mask, None: all) within the row bounds, as the columns of the Spark
         schema, in order, cast exactly; only the schema's columns are filtered, in one pass."""
         b = self.bounds

@@ -66,7 +66,9 @@ def checkpoint_of(offset: Any, what: str) -> Checkpoint:
     try:
         return Checkpoint.from_dict(offset)
     except ValidationError as e:
-        raise FragmentsIOError(f"the {what} offset of the gazette stream is not a consumer checkpoint: {e}") from None
+        raise FragmentsIOError(
+            f"the {what} offset of the gazette stream is not a consumer checkpoint: {e}"
+        ) from None
 
 
 # -- which bytes to read ---------------------------------------------------------------------------
@@ -396,7 +398,11 @@ class GazetteStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         """Decodes `j` from `lo` (metadata only) through whole messages within the limits, feeding
         the committed reads' commit decision; its new read-through offset and producer states."""
         dec = self._metadata_decoder(j)
-        decider = Decider(j.name, checkpoint=Checkpoint({j.name: lo}, states), collect=False) if self.committed else None
+        decider = (
+            Decider(j.name, checkpoint=Checkpoint({j.name: lo}, states), collect=False)
+            if self.committed
+            else None
+        )
         offset, rows = lo, 0
         stop_at = None if max_bytes is None else lo + max_bytes
         for piece, content in piece_contents(pieces, self.opts):
@@ -507,7 +513,11 @@ class GazetteStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
 
     def _committed(self, task: StreamTask) -> Iterator[pa.Table]:
         history = _History(self, task)
-        tracker = Decider(task.journal, checkpoint=Checkpoint({task.journal: task.begin}, list(task.states)), history=history)
+        tracker = Decider(
+            task.journal,
+            checkpoint=Checkpoint({task.journal: task.begin}, list(task.states)),
+            history=history,
+        )
         dec = self.shaper.decoder_for(task.journal, task.framing)
         tables = ((t, 0) for t in self._tables(dec, task.pieces))
         for table, _ in commit_filter(tracker, tables):
@@ -546,7 +556,10 @@ class _History:
                 )
             log.warning(
                 "journal %s: a transaction begun at offset %d commits in this micro-batch, but %s; delivering "
-                "the rest of it (failOnDataLoss=false)", task.journal, lo, gone
+                "the rest of it (failOnDataLoss=false)",
+                task.journal,
+                lo,
+                gone,
             )
             lo, hi = max(lo, covered_lo), min(hi, covered_hi)
         if self._envelopes is None:

@@ -11,7 +11,9 @@ from collections.abc import Mapping
 CLI_TIMEOUT_S = 120
 
 
-def gazette(*args: str, env: Mapping[str, str] | None = None, input: bytes | str = b"") -> subprocess.CompletedProcess:
+def gazette(
+    *args: str, env: Mapping[str, str] | None = None, input: bytes | str = b""
+) -> subprocess.CompletedProcess:
     """Runs `gazette ARGS`; the caller's GAZETTE_* variables are dropped, `env` adds its own."""
     full = {k: v for k, v in os.environ.items() if not k.startswith("GAZETTE_")}
     full.update(env or {})

@@ -19,7 +19,9 @@ sys.path.insert(0, str(ROOT))
 import fragments_io  # noqa: E402
 from bench import kafka_peer, spark  # noqa: E402
 
-SETTINGS = spark.Settings("smoke", gigabytes=0.001, journals=2, fragment_mib=1, runs=1, codec="none", profile=False)
+SETTINGS = spark.Settings(
+    "smoke", gigabytes=0.001, journals=2, fragment_mib=1, runs=1, codec="none", profile=False
+)
 
 
 def _rows(rows: list) -> list[list[str]]:

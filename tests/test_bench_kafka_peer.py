@@ -63,7 +63,10 @@ def test_kafka_peer_measures_every_figure_and_pairs_it_with_ours(bootstrap: str)
     assert everything["kafka_ours_publish"].samples == [100.0]  # our publish_committed, again
     pairs = {k: v for k, v in kafka_peer.PEER_OF.items() if v in figures}
     assert set(pairs) <= set(everything)  # every pair names a figure of ours that exists
-    rows = {r.figure.key: r for r in rows_of(everything, kafka_peer.PEER_OF, peer_figures=kafka_peer.peer_figures())}
+    rows = {
+        r.figure.key: r
+        for r in rows_of(everything, kafka_peer.PEER_OF, peer_figures=kafka_peer.peer_figures())
+    }
     for key, peer_key in pairs.items():
         assert rows[key].role == "ours"
         assert rows[key].peer_ratio == pytest.approx(100.0 / figures[peer_key].value)
@@ -100,7 +103,9 @@ def test_spark_reads_the_same_committed_messages_from_kafka_as_from_our_fragment
     import_or_missing("pyspark")
     _require(kafka_peer.check, kafka_peer.spark_jars)
     argv = [sys.executable, str(ROOT / "tests" / "kafka_spark_check.py"), str(tmp_path), bootstrap]
-    done = subprocess.run(argv, cwd=ROOT, capture_output=True, text=True, timeout=SPARK_RUN_TIMEOUT_S, check=False)
+    done = subprocess.run(
+        argv, cwd=ROOT, capture_output=True, text=True, timeout=SPARK_RUN_TIMEOUT_S, check=False
+    )
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     out = json.loads(done.stdout.strip().splitlines()[-1])
     assert out["transactions"] > 0 and out["committed"] < out["messages"]
@@ -110,7 +115,13 @@ def test_spark_reads_the_same_committed_messages_from_kafka_as_from_our_fragment
 
 def test_spark_figures_pair_kafkas_source_with_our_committed_read() -> None:
     """bench/spark.py's results with the Kafka reader become a peer row of our committed read."""
-    samples = {"json": [2.0], "uncommitted": [1.0], "committed": [1.0], "read_committed": [2.0], spark.KAFKA: [4.0]}
+    samples = {
+        "json": [2.0],
+        "uncommitted": [1.0],
+        "committed": [1.0],
+        "read_committed": [2.0],
+        spark.KAFKA: [4.0],
+    }
     results = {
         "data": {"bytes": 8_000_000},
         "readers": [{"shape": "all columns", "reader": k, "samples": v} for k, v in samples.items()],
@@ -121,7 +132,9 @@ def test_spark_figures_pair_kafkas_source_with_our_committed_read() -> None:
     rows = {r.figure.key: r for r in rows_of(figures, kafka_peer.PEER_OF)}
     assert rows["spark_committed_all"].peer_ratio == pytest.approx(4.0)  # t(kafka) / t(ours)
     assert rows["spark_kafka_all"].role == "peer"
-    assert "spark_kafka_all" not in spark.figures_of({**results, "kafka": None, "readers": results["readers"][:4]})
+    assert "spark_kafka_all" not in spark.figures_of(
+        {**results, "kafka": None, "readers": results["readers"][:4]}
+    )
 
 
 def test_the_replay_plan_commits_what_the_sequencer_commits() -> None:

@@ -32,7 +32,9 @@ def by_key(*figures: Figure) -> dict[str, Figure]:
 def test_rate_ratio_is_the_median_of_per_run_ratios() -> None:
     figures = by_key(
         Figure("raw", "Limit: raw", "MB/s", True, samples=[100.0, 200.0, 300.0]),
-        Figure("ours", "Ours", "MB/s", True, "raw", Target("ratio", 0.4, "≥ 0.4"), samples=[50.0, 50.0, 150.0]),
+        Figure(
+            "ours", "Ours", "MB/s", True, "raw", Target("ratio", 0.4, "≥ 0.4"), samples=[50.0, 50.0, 150.0]
+        ),
     )
     limit, ours = rows_of(figures)
     assert (limit.role, ours.role) == ("limit", "ours")
@@ -171,5 +173,10 @@ def test_parts_that_cannot_run_or_fail_leave_notes_and_the_rest_still_runs() -> 
         "bad": "failed: RuntimeError: journal bench/x vanished",
         "skip": "skipped: --quick",
     }
-    assert [status[p]["status"] for p in ("peer", "bad", "skip", "good")] == ["skipped", "failed", "skipped", "ok"]
+    assert [status[p]["status"] for p in ("peer", "bad", "skip", "good")] == [
+        "skipped",
+        "failed",
+        "skipped",
+        "ok",
+    ]
     assert "journal bench/x vanished" in console.file.getvalue()  # the traceback is printed

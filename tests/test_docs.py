@@ -9,7 +9,9 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 DOCS = ROOT / "docs"
-SOURCES = [p for d in ("gazette", "fragments_io") for p in (ROOT / d).rglob("*") if p.suffix in (".py", ".proto")]
+SOURCES = [
+    p for d in ("gazette", "fragments_io") for p in (ROOT / d).rglob("*") if p.suffix in (".py", ".proto")
+]
 # A pointer names its page once; further anchors of the same page follow as ", #anchor".
 POINTER = re.compile(r"docs/(\w+)\.md#([a-z0-9-]+)((?:, #[a-z0-9-]+)*)")
 
@@ -26,7 +28,11 @@ def test_every_doc_pointer_in_the_code_names_a_heading() -> None:
     for path in SOURCES:
         for m in POINTER.finditer(path.read_text()):
             page, names = m.group(1), [m.group(2), *re.findall(r"#([a-z0-9-]+)", m.group(3))]
-            broken += [f"{path.relative_to(ROOT)}: docs/{page}.md#{n}" for n in names if n not in anchors.get(page, ())]
+            broken += [
+                f"{path.relative_to(ROOT)}: docs/{page}.md#{n}"
+                for n in names
+                if n not in anchors.get(page, ())
+            ]
     assert not broken, "pointers to missing doc sections:\n" + "\n".join(broken)
 
 

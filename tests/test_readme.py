@@ -16,7 +16,11 @@ def test_readme_tour_runs(tmp_path):
     script = tmp_path / "tour.py"
     script.write_text(blocks[0] + '\nprint("tour ok")\n')
     proc = subprocess.run(
-        [sys.executable, str(script)], cwd=tmp_path, capture_output=True, text=True, timeout=120,
+        [sys.executable, str(script)],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=120,
         stdin=subprocess.DEVNULL,
     )
     assert proc.returncode == 0, proc.stderr[-3000:]

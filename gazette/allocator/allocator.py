@@ -101,7 +101,9 @@ class Allocator:
         task, self._task = self._task, None
         await cancel_and_wait(task)
         if not self._exited.is_set():
-            self._error = RuntimeError(f'allocator of "{self.member_key}" was stopped before the member exited')
+            self._error = RuntimeError(
+                f'allocator of "{self.member_key}" was stopped before the member exited'
+            )
             self._exited.set()
 
     async def wait_exited(self) -> None:

@@ -17,7 +17,9 @@ from gazette.protocol import broker_pb2 as pb
 from gazette.protocol.spec import JournalSpec, SuspendLevel
 
 
-def journal_desired_replication(spec: JournalSpec, max_replication: int = tunables.BROKER_MAX_REPLICATION) -> int:
+def journal_desired_replication(
+    spec: JournalSpec, max_replication: int = tunables.BROKER_MAX_REPLICATION
+) -> int:
     """`replication` capped at `max_replication`; 0 when suspended FULL, 1 when PARTIAL (1.2)."""
     if spec.suspend_level == SuspendLevel.FULL:
         return 0

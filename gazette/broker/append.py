@@ -93,8 +93,14 @@ class AppendFSM:
     `state`; `run` drives it over the client's content stream and `response` gives the reply.
     While it owns the replica's pipeline slot no other append can send; it hands the send side back
     before reading acknowledgements, so consecutive appends overlap."""
+
     def __init__(
-        self, broker: BrokerContext, req: pb.AppendRequest, *, force_roll: bool = False, claims: Claims | None = None
+        self,
+        broker: BrokerContext,
+        req: pb.AppendRequest,
+        *,
+        force_roll: bool = False,
+        claims: Claims | None = None,
     ) -> None:
         self.broker = broker
         self.req = req
@@ -178,7 +184,12 @@ class AppendFSM:
             status=to_pb(self.status), header=self.res.header, total_chunks=self.total_chunks,
             delayed_chunks=self.delayed_chunks,
         )  # fmt: skip
-        if self.status in (Status.OK, Status.REGISTER_MISMATCH, Status.WRONG_APPEND_OFFSET, Status.INDEX_HAS_GREATER_OFFSET):
+        if self.status in (
+            Status.OK,
+            Status.REGISTER_MISMATCH,
+            Status.WRONG_APPEND_OFFSET,
+            Status.INDEX_HAS_GREATER_OFFSET,
+        ):
             resp.registers.CopyFrom(self.registers.to_proto())
         if self.store_health_error:
             resp.store_health_error = self.store_health_error
@@ -218,7 +229,10 @@ class AppendFSM:
             self._fail(f"resolve: {exc}", grpc.StatusCode.INVALID_ARGUMENT)
             return
         self.res = res
-        local = res.header.process_id.zone == self.broker.zone and res.header.process_id.suffix == self.broker.suffix
+        local = (
+            res.header.process_id.zone == self.broker.zone
+            and res.header.process_id.suffix == self.broker.suffix
+        )
         if res.status == Status.SUSPENDED and req.suspend == SUSPEND.SUSPEND_RESUME:
             assert res.spec is not None
             self.next_suspend = (SuspendLevel.NONE, res.spec.suspend_offset)
@@ -264,7 +278,12 @@ class AppendFSM:
     async def _on_start_pipeline(self) -> None:
         assert self.replica is not None and self.res is not None
         pln = self.pln
-        if pln is not None and route_equivalent(pln.route, self.res.route) and pln.send_err() is None and pln.recv_err() is None:
+        if (
+            pln is not None
+            and route_equivalent(pln.route, self.res.route)
+            and pln.send_err() is None
+            and pln.recv_err() is None
+        ):
             self.registers = pln.spool.registers
             self.state = State.UPDATE_ASSIGNMENTS
             return
@@ -288,8 +307,12 @@ class AppendFSM:
     async def _on_send_pipeline_sync(self) -> None:
         assert self.pln is not None and self.res is not None and self.res.spec is not None
         spec = self.res.spec
-        proposal = self.pln.spool.maybe_roll(spec.fragment_length, spec.compression, spec.flush_interval, self.roll_to)
-        req = pb.ReplicateRequest(proposal=proposal.to_proto(), registers=self.registers.to_proto(), acknowledge=True)
+        proposal = self.pln.spool.maybe_roll(
+            spec.fragment_length, spec.compression, spec.flush_interval, self.roll_to
+        )
+        req = pb.ReplicateRequest(
+            proposal=proposal.to_proto(), registers=self.registers.to_proto(), acknowledge=True
+        )
         if self.roll_to == 0:
             req.header.CopyFrom(self.pln.header)
             req.deprecated_journal = self.journal
@@ -310,7 +333,12 @@ class AppendFSM:
                 # A peer has commits this primary lacks: the journal moves past them, and only that
                 # peer's spool (persisted promptly, see Spool) holds [own_end, roll_to). List the
                 # stores until they do, so readers here are not left waiting on the gap.
-                log.info("pipeline sync of %s rolls forward from %d to a peer's end %d", self.journal, own_end, roll_to)
+                log.info(
+                    "pipeline sync of %s rolls forward from %d to a peer's end %d",
+                    self.journal,
+                    own_end,
+                    roll_to,
+                )
                 self.replica.refresh_until_covered(own_end, roll_to)
             self.roll_to = roll_to
             if roll_registers is not None:
@@ -344,8 +372,14 @@ class AppendFSM:
     async def _on_await_desired_replicas(self) -> None:
         res = self.res
         assert res is not None and res.spec is not None
-        n, desired = len(res.route.members), journal_desired_replication(res.spec, self.broker.max_replication)
-        local = res.header.process_id.zone == self.broker.zone and res.header.process_id.suffix == self.broker.suffix
+        n, desired = (
+            len(res.route.members),
+            journal_desired_replication(res.spec, self.broker.max_replication),
+        )
+        local = (
+            res.header.process_id.zone == self.broker.zone
+            and res.header.process_id.suffix == self.broker.suffix
+        )
         if n > desired:
             # The allocator is mid-migration: never append to N > R members nor proxy to an outgoing primary.
             self.read_through_rev = res.header.etcd.revision + 1
@@ -432,7 +466,9 @@ class AppendFSM:
         assert res is not None and res.spec is not None and self.next_suspend is not None
         level, offset = self.next_suspend
         try:
-            ok, revision = await update_suspend(self.broker.etcd, self.broker.ks, res.spec, res.mod_revision, level, offset)
+            ok, revision = await update_suspend(
+                self.broker.etcd, self.broker.ks, res.spec, res.mod_revision, level, offset
+            )
         except Exception as exc:
             self._fail(f"updating the suspension of {self.journal}: {exc}")
             return
@@ -450,7 +486,9 @@ class AppendFSM:
             if spool.fragment.length:
                 self.rolled = spool.fragment  # completed by this roll (Flush waits for its upload)
             await pln.scatter(
-                pb.ReplicateRequest(proposal=proposal.to_proto(), registers=self.registers.to_proto(), acknowledge=False)
+                pb.ReplicateRequest(
+                    proposal=proposal.to_proto(), registers=self.registers.to_proto(), acknowledge=False
+                )
             )
         self.client_begin = spool.fragment.end
         self.pln_codec = spool.fragment.codec
@@ -458,11 +496,15 @@ class AppendFSM:
         problem: str | None = None
         eof = False
         writable = spec.writable and req.suspend not in (
-            SUSPEND.SUSPEND_IF_FLUSHED, SUSPEND.SUSPEND_NOW, SUSPEND.SUSPEND_KEEP
+            SUSPEND.SUSPEND_IF_FLUSHED,
+            SUSPEND.SUSPEND_NOW,
+            SUSPEND.SUSPEND_KEEP,
         )
         assert self.replica is not None
         flow = self.replica.append_flow  # ours while we hold the pipeline
-        admitted = flow.admit(requests, _content_size, journal_rate=spec.max_append_rate, invalidated=res.invalidated)
+        admitted = flow.admit(
+            requests, _content_size, journal_rate=spec.max_append_rate, invalidated=res.invalidated
+        )
         try:
             async for chunk in admitted:
                 if self.client_commit:
@@ -510,8 +552,11 @@ class AppendFSM:
         self.total_chunks = flow.total_chunks  # every chunk read, the commit chunk included (as Gazette)
 
         # As Gazette, a register update that is present (even if empty) needs appended bytes.
-        if eof and problem is None and self.client_length == 0 and (
-            req.HasField("union_registers") or req.HasField("subtract_registers")
+        if (
+            eof
+            and problem is None
+            and self.client_length == 0
+            and (req.HasField("union_registers") or req.HasField("subtract_registers"))
         ):
             problem = "register modification requires a non-empty append"
 
@@ -530,7 +575,11 @@ class AppendFSM:
             self.broker.metrics.rollback(spool.delta)
             if problem is not None and self.err is None:
                 self.err = AppendFailed(f"append rolled back: {problem}", grpc.StatusCode.ABORTED)
-        await pln.scatter(pb.ReplicateRequest(proposal=proposal.to_proto(), registers=self.registers.to_proto(), acknowledge=True))
+        await pln.scatter(
+            pb.ReplicateRequest(
+                proposal=proposal.to_proto(), registers=self.registers.to_proto(), acknowledge=True
+            )
+        )
         self.proposed_end = proposal.end
         self.state = State.READ_ACKNOWLEDGEMENTS
 
@@ -578,7 +627,9 @@ class AppendFSM:
         else:
             self.state = State.FINISHED
             if self.client_length:
-                self.broker.metrics.commit(self.journal, self.client_length, self.client_begin + self.client_length)
+                self.broker.metrics.commit(
+                    self.journal, self.client_length, self.client_begin + self.client_length
+                )
 
 
 def _validate_registers(req: pb.AppendRequest) -> None:
@@ -655,7 +706,9 @@ async def _commit_only() -> AsyncIterator[pb.AppendRequest]:
     yield pb.AppendRequest()
 
 
-async def zero_byte_append(broker: BrokerContext, journal: str, *, suspend: int = SUSPEND.SUSPEND_NO_RESUME, force_roll: bool = False) -> AppendFSM:
+async def zero_byte_append(
+    broker: BrokerContext, journal: str, *, suspend: int = SUSPEND.SUSPEND_NO_RESUME, force_roll: bool = False
+) -> AppendFSM:
     """Runs the FSM as an empty append at this broker (the pulse and Flush); never proxies."""
     req = pb.AppendRequest(journal=journal, do_not_proxy=True)
     req.suspend = suspend  # type: ignore[assignment]

@@ -34,7 +34,9 @@ def assignments_match(assignments: list[KeyValue], route: pb.Route) -> bool:
     return bool(assignments) and all(route_equivalent(kv.decoded, route) for kv in assignments)
 
 
-async def update_assignments(etcd: aetcd.Client, assignments: list[KeyValue], route: pb.Route) -> tuple[bool, int]:
+async def update_assignments(
+    etcd: aetcd.Client, assignments: list[KeyValue], route: pb.Route
+) -> tuple[bool, int]:
     """Writes `route` into every assignment whose value differs, keeping each key's lease.
 
     Returns (succeeded, revision): etcd's revision as of the txn, to read through before resolving
@@ -68,7 +70,9 @@ async def update_suspend(
 
 
 def _mod_is(key: str, mod_revision: int) -> rpc.Compare:
-    return rpc.Compare(key=key.encode(), result=rpc.Compare.EQUAL, target=rpc.Compare.MOD, mod_revision=mod_revision)
+    return rpc.Compare(
+        key=key.encode(), result=rpc.Compare.EQUAL, target=rpc.Compare.MOD, mod_revision=mod_revision
+    )
 
 
 def _put(key: str, value: bytes, lease: int) -> rpc.RequestOp:

@@ -149,7 +149,9 @@ class Broker(Member):
         return True
 
     async def _close(self) -> None:
-        await self.persister.stop(drain=False)  # a no-op after _before_lease_ends; else (a cancelled stop) no retries linger
+        await self.persister.stop(
+            drain=False
+        )  # a no-op after _before_lease_ends; else (a cancelled stop) no retries linger
         await self.proxy.close()
 
     def _broker_spec(self) -> pb.BrokerSpec:
@@ -353,4 +355,3 @@ class FlusherService(gpy_grpc.FlusherServicer):
         resp = await serve_flush(self.journals.b, request, context, claims)
         self.journals._done("Flush", resp.status)
         return resp
-

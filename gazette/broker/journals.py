@@ -53,7 +53,10 @@ def _matching(
         route = broker.resolver.route_of(spec.name)
         out.append(
             pb.ListResponse.Journal(
-                spec=spec.to_proto(), mod_revision=kv.mod_revision, create_revision=kv.create_revision, route=route
+                spec=spec.to_proto(),
+                mod_revision=kv.mod_revision,
+                create_revision=kv.create_revision,
+                route=route,
             )
         )
     return out
@@ -65,13 +68,18 @@ def _claims_for_list(claims: Claims) -> LabelSelector:
     sel = claims.selector
 
     def rewrite(entries):
-        return [(e.name, e.value, e.prefix) if e.name != "prefix" else ("name", e.value, True) for e in entries]
+        return [
+            (e.name, e.value, e.prefix) if e.name != "prefix" else ("name", e.value, True) for e in entries
+        ]
 
     return LabelSelector(rewrite(sel.include), rewrite(sel.exclude))
 
 
 async def serve_list(
-    broker: BrokerContext, req: pb.ListRequest, context: grpc.aio.ServicerContext, claims: Claims | None = None
+    broker: BrokerContext,
+    req: pb.ListRequest,
+    context: grpc.aio.ServicerContext,
+    claims: Claims | None = None,
 ) -> AsyncIterator[pb.ListResponse]:
     try:
         selector = LabelSelector.from_proto(req.selector).for_journals()
@@ -100,7 +108,10 @@ async def serve_list(
 
 
 async def serve_apply(
-    broker: BrokerContext, req: pb.ApplyRequest, context: grpc.aio.ServicerContext, claims: Claims | None = None
+    broker: BrokerContext,
+    req: pb.ApplyRequest,
+    context: grpc.aio.ServicerContext,
+    claims: Claims | None = None,
 ) -> pb.ApplyResponse:
     compares, ops = [], []
     storeless: list[str] = []
@@ -165,12 +176,17 @@ def _txn_revision(responses: list) -> int:
 
 
 async def serve_list_fragments(
-    broker: BrokerContext, req: pb.FragmentsRequest, context: grpc.aio.ServicerContext, claims: Claims | None = None
+    broker: BrokerContext,
+    req: pb.FragmentsRequest,
+    context: grpc.aio.ServicerContext,
+    claims: Claims | None = None,
 ) -> pb.FragmentsResponse:
     try:
         validate_journal_name(req.journal)
         if req.page_limit < 0 or req.page_limit > FRAGMENTS_PAGE_MAX:
-            raise ValidationError(f"page_limit {req.page_limit} is invalid (expected 0..{FRAGMENTS_PAGE_MAX})")
+            raise ValidationError(
+                f"page_limit {req.page_limit} is invalid (expected 0..{FRAGMENTS_PAGE_MAX})"
+            )
     except GazetteError as exc:
         await context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(exc))
     res = await broker.resolver.resolve(
@@ -212,11 +228,16 @@ async def serve_list_fragments(
         if ttl and frag.backing_store:
             url = await broker.sign_url(frag, ttl)
         out.append(pb.FragmentsResponse._Fragment(spec=frag.to_proto(), signed_url=url))
-    return pb.FragmentsResponse(status=to_pb(Status.OK), header=res.header, fragments=out, next_page_token=next_token)
+    return pb.FragmentsResponse(
+        status=to_pb(Status.OK), header=res.header, fragments=out, next_page_token=next_token
+    )
 
 
 async def serve_flush(
-    broker: BrokerContext, req: gpy.FlushRequest, context: grpc.aio.ServicerContext, claims: Claims | None = None
+    broker: BrokerContext,
+    req: gpy.FlushRequest,
+    context: grpc.aio.ServicerContext,
+    claims: Claims | None = None,
 ) -> gpy.FlushResponse:
     try:
         validate_journal_name(req.journal)
@@ -264,7 +285,9 @@ async def serve_flush(
         return gpy.FlushResponse(
             status=to_pb(Status.FRAGMENT_STORE_UNHEALTHY),
             header=res.header,
-            store_error=error or broker.persister.last_error(req.journal) or str(exc)
+            store_error=error
+            or broker.persister.last_error(req.journal)
+            or str(exc)
             or f"not persisted within {budget:.0f}s",
         )
     resp = gpy.FlushResponse(status=to_pb(Status.OK), header=res.header)

@@ -41,6 +41,7 @@ class Pipeline:
     spool, so a synced pipeline is the journal's write lock. Built by the append FSM in
     StartPipeline, reused by appends while the route is unchanged, shut down when it changes or a
     peer fails (`PipelineError`)."""
+
     def __init__(
         self,
         header: pb.Header,
@@ -133,10 +134,14 @@ class Pipeline:
     def _apply(self, req: pb.ReplicateRequest) -> None:
         spool = self.spool
         if req.HasField("proposal"):
-            status, _, _ = spool.apply_proposal(Fragment.from_proto(req.proposal), LabelSet.from_proto(req.registers))
+            status, _, _ = spool.apply_proposal(
+                Fragment.from_proto(req.proposal), LabelSet.from_proto(req.registers)
+            )
             if status != Status.OK:
                 # Proposals are derived from this very spool: a refusal is a bug, not a peer fault.
-                raise RuntimeError(f"primary spool of {spool.journal} refused its own proposal: {status.name}")
+                raise RuntimeError(
+                    f"primary spool of {spool.journal} refused its own proposal: {status.name}"
+                )
         else:
             spool.apply_content(req.content, req.content_delta)
 
@@ -210,7 +215,10 @@ class Pipeline:
             if resp.status == pb.OK:
                 continue
             if resp.status == pb.WRONG_ROUTE:
-                if not route_equivalent(resp.header.route, self.route) and resp.header.etcd.revision > self.header.etcd.revision:
+                if (
+                    not route_equivalent(resp.header.route, self.route)
+                    and resp.header.etcd.revision > self.header.etcd.revision
+                ):
                     read_through = max(read_through, resp.header.etcd.revision)
                 else:
                     self.recv_errs[i] = PipelineError(f"unexpected WRONG_ROUTE: {resp.header}")

@@ -54,7 +54,9 @@ class Proxy:
         """A Replicate stream of `journal` to `endpoint` whose writes take requests already serialized,
         so a pipeline serializes each request once for all its peers."""
         method = self._channel(endpoint).stream_stream(
-            REPLICATE_METHOD, request_serializer=_as_bytes, response_deserializer=pb.ReplicateResponse.FromString
+            REPLICATE_METHOD,
+            request_serializer=_as_bytes,
+            response_deserializer=pb.ReplicateResponse.FromString,
         )
         return method(metadata=self.metadata(Capability.REPLICATE, journal))
 

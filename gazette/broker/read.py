@@ -158,7 +158,11 @@ class ReadStream:
     the responses it sends)."""
 
     def __init__(
-        self, broker: BrokerContext, req: pb.ReadRequest, context: grpc.aio.ServicerContext, claims: Claims | None
+        self,
+        broker: BrokerContext,
+        req: pb.ReadRequest,
+        context: grpc.aio.ServicerContext,
+        claims: Claims | None,
     ) -> None:
         self.broker = broker
         self.req = req
@@ -308,7 +312,9 @@ class ReadStream:
         self.offset = first
         if self.req.end_offset and first >= self.req.end_offset:
             self.done = True
-            yield self._with_header(pb.ReadResponse(status=to_pb(Status.OK), offset=first, write_head=q.write_head))
+            yield self._with_header(
+                pb.ReadResponse(status=to_pb(Status.OK), offset=first, write_head=q.write_head)
+            )
 
     async def _ask_primary(self, res: Resolution, q: QueryResult) -> AsyncIterator[pb.ReadResponse]:
         """ASK_PRIMARY: releases this replica's commits through what the primary says every member holds."""
@@ -323,7 +329,9 @@ class ReadStream:
         """NOT_YET: a non-blocking read ends at what it may be served."""
         self.done = True
         yield self._with_header(
-            pb.ReadResponse(status=to_pb(Status.OFFSET_NOT_YET_AVAILABLE), offset=q.offset, write_head=q.write_head)
+            pb.ReadResponse(
+                status=to_pb(Status.OFFSET_NOT_YET_AVAILABLE), offset=q.offset, write_head=q.write_head
+            )
         )
 
     async def _wait(self, res: Resolution, q: QueryResult) -> AsyncIterator[pb.ReadResponse]:
@@ -331,7 +339,9 @@ class ReadStream:
         read ends when the journal's route or spec changes: a read blocked on a replica then unassigned
         from here would wait for ever; the client resumes it where it ended."""
         asking = self.step == Step.WAIT_TO_ASK
-        got, _ = await first_of(self.change.wait(), res.invalidated, timeout=self.ask_wait if asking else None)
+        got, _ = await first_of(
+            self.change.wait(), res.invalidated, timeout=self.ask_wait if asking else None
+        )
         if not got and res.invalidated is not None and res.invalidated.is_set():
             self.done = True
         elif asking:
@@ -342,7 +352,10 @@ class ReadStream:
 
 
 async def serve_read(
-    broker: BrokerContext, req: pb.ReadRequest, context: grpc.aio.ServicerContext, claims: Claims | None = None
+    broker: BrokerContext,
+    req: pb.ReadRequest,
+    context: grpc.aio.ServicerContext,
+    claims: Claims | None = None,
 ) -> AsyncIterator[pb.ReadResponse]:
     """The Read RPC (see ReadStream)."""
     async for resp in ReadStream(broker, req, context, claims).run():

@@ -39,6 +39,7 @@ class Replica:
     """This broker's state for one journal assigned to it: its index, spool and pipeline slots,
     and the refresh and pulse tasks (see the module docstring for who owns what). Created and
     stopped by the Broker's reconcile; `stop()` rolls the spool so its content gets persisted."""
+
     def __init__(
         self,
         spec: JournalSpec,
@@ -100,8 +101,13 @@ class Replica:
         spool = await self.spool_slot.get()  # a Replicate stream releases it when its route changes
         if discard:
             if spool.fragment.length:
-                log.warning("%s: dropping this former primary's spool [%d, %d) (not persisted from here; "
-                            "peers keep what they acknowledged)", self.journal, spool.fragment.begin, spool.fragment.end)
+                log.warning(
+                    "%s: dropping this former primary's spool [%d, %d) (not persisted from here; "
+                    "peers keep what they acknowledged)",
+                    self.journal,
+                    spool.fragment.begin,
+                    spool.fragment.end,
+                )
             spool.discard()
         else:
             spool.close()
@@ -145,7 +151,8 @@ class Replica:
             return  # streaming-only journal: nothing is persisted
         self._unpersisted[completed.fragment] = None
         self._persister.submit(
-            completed, spec_lookup=lambda _journal: _PersistSpec(self.spec),
+            completed,
+            spec_lookup=lambda _journal: _PersistSpec(self.spec),
             primary=self.is_primary or self.persist_promptly or completed.ahead_of_primary,
             on_persisted=self._on_persisted,
         )
@@ -153,7 +160,9 @@ class Replica:
     def _on_persisted(self, fragment: Fragment) -> None:
         if self._metrics is not None:
             self._metrics.persisted.inc()
-        self._unpersisted.pop(dataclasses.replace(fragment, backing_store="", mod_time=0, path_postfix=""), None)
+        self._unpersisted.pop(
+            dataclasses.replace(fragment, backing_store="", mod_time=0, path_postfix=""), None
+        )
         self._recently_persisted.append((time.time(), fragment))
         self.index.replace_remote(self._known_remote + [f for _, f in self._recently_persisted])
 
@@ -178,7 +187,9 @@ class Replica:
         self._tasks = [t for t in self._tasks if not t.done()]
         if self._stopped or not self.spec.stores:
             return None
-        task = asyncio.create_task(self._refresh_until_covered(begin, end), name=f"gap refresh {self.journal}")
+        task = asyncio.create_task(
+            self._refresh_until_covered(begin, end), name=f"gap refresh {self.journal}"
+        )
         self._tasks.append(task)
         return task
 
@@ -188,8 +199,13 @@ class Replica:
         begin = max(begin, min(self.index.end_offset(), end))
         while not self.index.covers(begin, end):
             if time.monotonic() >= deadline:
-                log.warning("%s: [%d, %d) is still not in the stores after %.0f s; readers there wait for it",
-                            self.journal, begin, end, GAP_REFRESH_LIMIT_S)
+                log.warning(
+                    "%s: [%d, %d) is still not in the stores after %.0f s; readers there wait for it",
+                    self.journal,
+                    begin,
+                    end,
+                    GAP_REFRESH_LIMIT_S,
+                )
                 return
             await asyncio.sleep(REFRESH_RETRY_S)
             self._refresh_now.set()
@@ -251,7 +267,9 @@ class Replica:
         if rolled is not None and (last is None or last.end < rolled.end):
             last = await self._persister.flush(rolled)  # remembered even if it finished already
         if last is None and rolled is None:
-            last = max((f for f in self.index.fragments() if f.backing_store), key=lambda f: f.end, default=None)
+            last = max(
+                (f for f in self.index.fragments() if f.backing_store), key=lambda f: f.end, default=None
+            )
         return last
 
 

@@ -67,8 +67,6 @@ def apply_replicate(spool: Spool, req: Request) -> pb.ReplicateResponse | None:
     return pb.ReplicateResponse(status=to_pb(Status.OK))
 
 
-
-
 @dataclasses.dataclass(frozen=True)
 class _StreamEnd:
     """The inbox's last item, saying why the stream ends: the primary closed it (the default), its
@@ -139,7 +137,12 @@ class ReplicateStream:
         except StopAsyncIteration:
             return None
         problem = "the first ReplicateRequest must carry a header and a proposal with acknowledge"
-        if isinstance(first, pb.ReplicateRequest) and first.HasField("header") and first.HasField("proposal") and first.acknowledge:
+        if (
+            isinstance(first, pb.ReplicateRequest)
+            and first.HasField("header")
+            and first.HasField("proposal")
+            and first.acknowledge
+        ):
             try:
                 validate_journal_name(first.proposal.journal)
                 problem = ""
@@ -158,7 +161,11 @@ class ReplicateStream:
         response to send: the journal does not resolve here, or not under the primary's route."""
         while True:
             res = await self.broker.resolver.resolve(
-                self.journal, require_primary=False, may_proxy=False, proxy_header=self.first.header, claims=self.claims
+                self.journal,
+                require_primary=False,
+                may_proxy=False,
+                proxy_header=self.first.header,
+                claims=self.claims,
             )
             if res.status != Status.OK:
                 return pb.ReplicateResponse(status=to_pb(res.status), header=res.header)
@@ -187,11 +194,16 @@ class ReplicateStream:
             # journal's primary sits idle in its slot, holding the spool (nobody else would ever
             # shut it down): the new primary's stream would wait for the spool for ever, and with
             # it every append to the journal. Shut it down; its spool goes back to the slot.
-            log.info("Replicate of %s: shutting down this broker's idle pipeline of a former primacy", self.journal)
+            log.info(
+                "Replicate of %s: shutting down this broker's idle pipeline of a former primacy", self.journal
+            )
             await stale.shutdown(expect_err=True)
             return None
         got, spool = await first_of(
-            replica.spool_slot.get(), res.invalidated, timeout=SPOOL_RECHECK_S, give_back=replica.spool_slot.put_nowait
+            replica.spool_slot.get(),
+            res.invalidated,
+            timeout=SPOOL_RECHECK_S,
+            give_back=replica.spool_slot.put_nowait,
         )  # a spool taken just as this stream is cancelled goes back, else the replica would lose it
         return spool if got else None
 
@@ -200,7 +212,9 @@ class ReplicateStream:
         starts the pump of the primary's requests and the route watcher."""
         self.context.add_done_callback(self._release)
         self.pump = asyncio.create_task(self._pump(), name=f"replicate pump {self.journal}")
-        self.route_watch = asyncio.create_task(self._watch_route(), name=f"replicate route watch {self.journal}")
+        self.route_watch = asyncio.create_task(
+            self._watch_route(), name=f"replicate route watch {self.journal}"
+        )
 
     async def _pump(self) -> None:
         try:

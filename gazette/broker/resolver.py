@@ -26,12 +26,16 @@ ProcessID = tuple[str, str]  # (zone, suffix)
 
 def decode_value(root: str):
     """Returns the KeySpace decoder for a broker root: items, members and assignments."""
-    items, members, assign = layout.items_prefix(root), layout.members_prefix(root), layout.assign_prefix(root)
+    items, members, assign = (
+        layout.items_prefix(root),
+        layout.members_prefix(root),
+        layout.assign_prefix(root),
+    )
 
     def decode(key: str, raw: bytes) -> Any:
         if key.startswith(items):
             spec = JournalSpec.from_proto(pb.JournalSpec.FromString(raw))
-            name = key[len(items):]
+            name = key[len(items) :]
             if spec.name != name:
                 raise ValueError(f'item key "{key}" holds the spec of "{spec.name}"')
             return spec
@@ -129,7 +133,11 @@ class Resolver:
 
         spec, mod_rev, create_rev = self.spec_of(journal)
         route = self.route_of(journal)
-        if spec is not None and claims is not None and not claims.matches(journal_labels(spec.labels, spec.name)):
+        if (
+            spec is not None
+            and claims is not None
+            and not claims.matches(journal_labels(spec.labels, spec.name))
+        ):
             spec, mod_rev, create_rev, route = None, 0, 0, pb.Route(primary=-1)
         invalidated = self.invalidation(journal)
 
@@ -194,4 +202,7 @@ class Resolver:
         """What invalidates a resolution: the spec's and every assignment's (key, mod revision)."""
         spec_kv = self.ks.get(layout.item_key(self.root, journal))
         assignments = self.ks.prefixed(layout.item_assign_prefix(self.root, journal))
-        return (spec_kv.mod_revision if spec_kv else 0, tuple((kv.key, kv.mod_revision) for kv in assignments))
+        return (
+            spec_kv.mod_revision if spec_kv else 0,
+            tuple((kv.key, kv.mod_revision) for kv in assignments),
+        )

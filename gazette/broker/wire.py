@@ -142,7 +142,9 @@ class _Capture:
     def add_generic_rpc_handlers(self, _handlers: Any) -> None:
         pass
 
-    def add_registered_method_handlers(self, _service: str, handlers: dict[str, grpc.RpcMethodHandler]) -> None:
+    def add_registered_method_handlers(
+        self, _service: str, handlers: dict[str, grpc.RpcMethodHandler]
+    ) -> None:
         self.handlers = dict(handlers)
 
 

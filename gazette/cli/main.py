@@ -34,7 +34,12 @@ from gazette.cli.shards import (
 )
 from gazette.protocol.errors import GazetteError, ValidationError
 
-app = typer.Typer(no_args_is_help=True, add_completion=False, pretty_exceptions_enable=False, help="gazette-py: journals, brokers, local clusters.")
+app = typer.Typer(
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+    help="gazette-py: journals, brokers, local clusters.",
+)
 journals_app = typer.Typer(
     no_args_is_help=True, help="List, apply, edit, read, append, suspend, flush and prune journals."
 )
@@ -49,7 +54,12 @@ app.add_typer(consumer_app, name="consumer")
 console = Console()
 err_console = Console(stderr=True)
 
-BrokerOpt = typer.Option("http://127.0.0.1:8080", "--broker", envvar="GAZETTE_BROKER", help="Broker address; several comma-separated ones fail over in turn.")
+BrokerOpt = typer.Option(
+    "http://127.0.0.1:8080",
+    "--broker",
+    envvar="GAZETTE_BROKER",
+    help="Broker address; several comma-separated ones fail over in turn.",
+)
 EtcdOpt = typer.Option(None, "--etcd", envvar="GAZETTE_ETCD", help="etcd endpoint (optional).")
 # A client's security, as gazctl's --broker.* flags (and their BROKER_* environment).
 AuthKeysOpt = typer.Option(
@@ -197,7 +207,9 @@ def journals_apply(
     storeless = [ch.spec.name for ch in changes if not ch.delete and not ch.spec.stores]
     if dry_run:
         for ch in changes:
-            console.print(f"{'delete' if ch.delete else 'upsert'} {ch.spec.name} (expect revision {ch.expect_mod_revision})")
+            console.print(
+                f"{'delete' if ch.delete else 'upsert'} {ch.spec.name} (expect revision {ch.expect_mod_revision})"
+            )
         _warn_storeless(storeless)
         return
     with _client(broker, etcd, timeout, auth_keys, cert_file, cert_key_file, trusted_ca_file) as c:
@@ -227,7 +239,9 @@ def journals_append(
         "none", "-f", "--framing", help="With -l: none (the whole input, one append), lines or fixed records."
     ),
     mapping: str = typer.Option(
-        "random", "-m", "--mapping",
+        "random",
+        "-m",
+        "--mapping",
         help="With -l and records: random, or modulo|rendezvous of a partition key before each record, "
         "or direct (a journal name before each record).",
     ),  # fmt: skip
@@ -260,7 +274,9 @@ def journals_append(
         for name, records in plan.items():
             res = c.append(name, records)
             where = f"{name} " if selector else ""
-            console.print(f"appended {where}[{res.begin}, {res.end}) sha1 {res.sha1}", soft_wrap=True, markup=False)
+            console.print(
+                f"appended {where}[{res.begin}, {res.end}) sha1 {res.sha1}", soft_wrap=True, markup=False
+            )
 
 
 @journals_app.command("read")
@@ -270,7 +286,9 @@ def journals_read(
         "", "-l", "--selector", help="Read every journal of this selector, multiplexed (gazctl's -l)."
     ),
     offset: int = typer.Option(0, "--offset", help="Start offset (-1 = write head)."),
-    tail: bool = typer.Option(False, "--tail", help="Start at the write head (what --offsets does not give)."),
+    tail: bool = typer.Option(
+        False, "--tail", help="Start at the write head (what --offsets does not give)."
+    ),
     block: bool = typer.Option(False, "--block", "-b", help="Keep waiting for new content."),
     end_offset: int | None = typer.Option(None, "--end-offset"),
     output: str = typer.Option("-", "-o", "--output", help="Output file ('-' = stdout)."),
@@ -287,7 +305,9 @@ def journals_read(
     cert_key_file: str | None = CertKeyFileOpt,
     trusted_ca_file: str | None = TrustedCAFileOpt,
     timeout: float | None = typer.Option(
-        None, "--timeout", envvar="GAZETTE_TIMEOUT",
+        None,
+        "--timeout",
+        envvar="GAZETTE_TIMEOUT",
         help="Give up when no content came for this many seconds (default 60; with --block never; 0: never).",
     ),  # fmt: skip
 ) -> None:
@@ -309,7 +329,9 @@ def journals_read(
             infos = c.list_journals(selector)
             names = [i.spec.name for i in infos if i.spec.suspend_level != SuspendLevel.FULL]
             if not infos:
-                err_console.print(f'warning: no journals match selector "{selector}"', soft_wrap=True, markup=False)
+                err_console.print(
+                    f'warning: no journals match selector "{selector}"', soft_wrap=True, markup=False
+                )
         given = load_offsets(offsets_in, offsets_out)
         starts = {n: given.get(n, -1 if tail else offset) for n in names}
         ended: dict[str, int] = {n: o for n, o in starts.items() if o >= 0}
@@ -355,13 +377,21 @@ def journals_edit(
             _warn_storeless([ch.spec.name for ch in changes if not ch.delete and not ch.spec.stores])
             return f"applied {len(changes)} change(s) at etcd revision {revision}"
 
-        edit_and_apply(dump_specs_yaml([(i.spec, i.mod_revision) for i in infos]), "journals", "a journal", apply, console)
+        edit_and_apply(
+            dump_specs_yaml([(i.spec, i.mod_revision) for i in infos]),
+            "journals",
+            "a journal",
+            apply,
+            console,
+        )
 
 
 @journals_app.command("suspend")
 def journals_suspend(
     selector: str = typer.Option(..., "-l", "--selector", help="Journals to suspend."),
-    force: bool = typer.Option(False, "-f", "--force", help="Suspend journals even if they have local fragments."),
+    force: bool = typer.Option(
+        False, "-f", "--force", help="Suspend journals even if they have local fragments."
+    ),
     broker: str = BrokerOpt,
     etcd: str | None = EtcdOpt,
     auth_keys: str | None = AuthKeysOpt,
@@ -426,7 +456,9 @@ def journals_fragments(
 @journals_app.command("flush")
 def journals_flush(
     journal: str | None = typer.Argument(None, help="Journal name (or select journals with -l)."),
-    selector: str = typer.Option("", "-l", "--selector", help="Flush the journals of this selector (default: all)."),
+    selector: str = typer.Option(
+        "", "-l", "--selector", help="Flush the journals of this selector (default: all)."
+    ),
     broker: str = BrokerOpt,
     etcd: str | None = EtcdOpt,
     auth_keys: str | None = AuthKeysOpt,
@@ -441,7 +473,11 @@ def journals_flush(
     with _client(broker, etcd, timeout, auth_keys, cert_file, cert_key_file, trusted_ca_file) as c:
         for name in [journal] if journal else [i.spec.name for i in c.list_journals(selector)]:
             frag = c.flush(name)
-            what = f"[{frag.begin}, {frag.end}) -> {frag.backing_store}{frag.content_path}" if frag else "nothing to flush"
+            what = (
+                f"[{frag.begin}, {frag.end}) -> {frag.backing_store}{frag.content_path}"
+                if frag
+                else "nothing to flush"
+            )
             console.print(f"{name}: {what}", soft_wrap=True)
 
 
@@ -490,7 +526,9 @@ def journals_prune(
     with _client(broker, etcd, timeout, auth_keys, cert_file, cert_key_file, trusted_ca_file) as c:
         removed = prune_journals(c, selector, dry_run=dry_run)
     for f in removed:
-        console.print(f"{'would remove' if dry_run else 'removed'} {f.backing_store}{f.content_path}", soft_wrap=True)
+        console.print(
+            f"{'would remove' if dry_run else 'removed'} {f.backing_store}{f.content_path}", soft_wrap=True
+        )
     console.print(f"{len(removed)} fragment(s) {'to prune' if dry_run else 'pruned'}")
 
 
@@ -510,46 +548,71 @@ def broker_serve(
     lease_ttl: int = typer.Option(20, "--lease-ttl"),
     max_replication: int = typer.Option(9, "--max-replication"),
     journal_limit: int = typer.Option(
-        tunables.BROKER_JOURNAL_LIMIT, "--limit", "--broker.limit", envvar="BROKER_LIMIT", min=0,
+        tunables.BROKER_JOURNAL_LIMIT,
+        "--limit",
+        "--broker.limit",
+        envvar="BROKER_LIMIT",
+        min=0,
         help="The most journals this broker holds (announced to the allocator; Gazette's --broker.limit).",
     ),
-    exit_drain: float = typer.Option(60.0, "--exit-drain", help="seconds a SIGTERM waits for journals to move away"),
+    exit_drain: float = typer.Option(
+        60.0, "--exit-drain", help="seconds a SIGTERM waits for journals to move away"
+    ),
     spool_dir: str | None = typer.Option(None, "--spool-dir"),
     max_append_rate: int = typer.Option(
-        0, "--max-append-rate", envvar="BROKER_MAX_APPEND_RATE", min=0,
+        0,
+        "--max-append-rate",
+        envvar="BROKER_MAX_APPEND_RATE",
+        min=0,
         help="Bytes/s that lowers every journal's non-zero max_append_rate (0: no broker-wide cap).",
     ),
     min_append_rate: int = typer.Option(
-        0, "--min-append-rate", envvar="BROKER_MIN_APPEND_RATE", min=0,
+        0,
+        "--min-append-rate",
+        envvar="BROKER_MIN_APPEND_RATE",
+        min=0,
         help="Abort an append whose client streams slower than this many bytes/s (0: never; Gazette: 65536).",
     ),
     log_level: str | None = LogLevelOpt,
     log_format: LogFormat | None = LogFormatOpt,
     auth_keys: str | None = typer.Option(
-        None, "--auth-keys", envvar="BROKER_AUTH_KEYS",
+        None,
+        "--auth-keys",
+        envvar="BROKER_AUTH_KEYS",
         help="Base64 keys (whitespace or comma separated): every RPC must carry a token signed by one; "
         "the first signs this broker's own calls to its peers. AA== also lets calls without a token in.",
     ),
     server_cert_file: str | None = typer.Option(
-        None, "--server-cert-file", envvar="BROKER_SERVER_CERT_FILE",
+        None,
+        "--server-cert-file",
+        envvar="BROKER_SERVER_CERT_FILE",
         help="Serve over TLS with this certificate (PEM); the endpoint becomes https://.",
     ),
     server_cert_key_file: str | None = typer.Option(
-        None, "--server-cert-key-file", envvar="BROKER_SERVER_CERT_KEY_FILE", help="The server certificate's key."
+        None,
+        "--server-cert-key-file",
+        envvar="BROKER_SERVER_CERT_KEY_FILE",
+        help="The server certificate's key.",
     ),
     server_ca_file: str | None = typer.Option(
-        None, "--server-ca-file", envvar="BROKER_SERVER_CA_FILE",
+        None,
+        "--server-ca-file",
+        envvar="BROKER_SERVER_CA_FILE",
         help="Require client certificates signed by this CA (mutual TLS).",
     ),
     peer_cert_file: str | None = typer.Option(
-        None, "--peer-cert-file", envvar="BROKER_PEER_CERT_FILE",
+        None,
+        "--peer-cert-file",
+        envvar="BROKER_PEER_CERT_FILE",
         help="Client certificate this broker presents to https:// peers.",
     ),
     peer_cert_key_file: str | None = typer.Option(
         None, "--peer-cert-key-file", envvar="BROKER_PEER_CERT_KEY_FILE", help="The peer certificate's key."
     ),
     peer_ca_file: str | None = typer.Option(
-        None, "--peer-ca-file", envvar="BROKER_PEER_CA_FILE",
+        None,
+        "--peer-ca-file",
+        envvar="BROKER_PEER_CA_FILE",
         help="CA that https:// peers' certificates must chain to (default: the system's roots).",
     ),
 ) -> None:
@@ -597,7 +660,9 @@ def local_up(
     auth_keys: str | None = typer.Option(
         None, "--auth-keys", envvar="BROKER_AUTH_KEYS", help="Require tokens signed with these base64 keys."
     ),
-    tls: bool = typer.Option(False, "--tls", help="Serve over mutual TLS with a throwaway CA (in --data-dir/tls)."),
+    tls: bool = typer.Option(
+        False, "--tls", help="Serve over mutual TLS with a throwaway CA (in --data-dir/tls)."
+    ),
 ) -> None:
     """Start a LocalCluster and keep it up until Ctrl-C."""
     from gazette.local.cluster import LocalCluster
@@ -618,7 +683,8 @@ def local_up(
         )
         keys = "BROKER_AUTH_KEYS=... " if auth_keys else ""
         console.print(
-            f"try:     {keys}GAZETTE_BROKER={cluster.broker_endpoints[0]} gazette journals list{flags}", soft_wrap=True
+            f"try:     {keys}GAZETTE_BROKER={cluster.broker_endpoints[0]} gazette journals list{flags}",
+            soft_wrap=True,
         )
         try:
             while True:

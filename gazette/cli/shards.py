@@ -68,9 +68,14 @@ AuthKeysOpt = typer.Option(
     help="Base64 keys separated by whitespace or commas; the first signs each call's authorization token.",
 )  # fmt: skip
 CertFileOpt = typer.Option(
-    None, "--cert-file", envvar="CONSUMER_CERT_FILE", help="Client TLS certificate (PEM) for https:// members."
+    None,
+    "--cert-file",
+    envvar="CONSUMER_CERT_FILE",
+    help="Client TLS certificate (PEM) for https:// members.",
 )
-CertKeyFileOpt = typer.Option(None, "--cert-key-file", envvar="CONSUMER_CERT_KEY_FILE", help="Its private key.")
+CertKeyFileOpt = typer.Option(
+    None, "--cert-key-file", envvar="CONSUMER_CERT_KEY_FILE", help="Its private key."
+)
 TrustedCAFileOpt = typer.Option(
     None, "--trusted-ca-file", envvar="CONSUMER_TRUSTED_CA_FILE",
     help="CA (PEM) that https:// members' certificates must chain to (default: the system's roots).",
@@ -648,7 +653,9 @@ def consumer_run(
         0, "--port", help="Shard service port; 0 picks a free one (reported on stdout)."
     ),
     metrics_port: int = typer.Option(
-        0, "--metrics-port", help="Serve Prometheus /metrics over HTTP here; 0 picks a free one (reported on stdout)."
+        0,
+        "--metrics-port",
+        help="Serve Prometheus /metrics over HTTP here; 0 picks a free one (reported on stdout).",
     ),
     shard_limit: int = typer.Option(1024, "--shard-limit"),
     lease_ttl: int = typer.Option(20, "--lease-ttl"),
@@ -657,29 +664,45 @@ def consumer_run(
     log_level: str | None = LogLevelOpt,
     log_format: LogFormat | None = LogFormatOpt,
     auth_keys: str | None = typer.Option(
-        None, "--auth-keys", envvar="CONSUMER_AUTH_KEYS",
+        None,
+        "--auth-keys",
+        envvar="CONSUMER_AUTH_KEYS",
         help="Base64 keys (whitespace or comma separated): every Shard RPC must carry a token signed by one.",
     ),
     server_cert_file: str | None = typer.Option(
         None, "--server-cert-file", envvar="CONSUMER_SERVER_CERT_FILE", help="Serve over TLS (https://)."
     ),
-    server_cert_key_file: str | None = typer.Option(None, "--server-cert-key-file", envvar="CONSUMER_SERVER_CERT_KEY_FILE"),
+    server_cert_key_file: str | None = typer.Option(
+        None, "--server-cert-key-file", envvar="CONSUMER_SERVER_CERT_KEY_FILE"
+    ),
     server_ca_file: str | None = typer.Option(
-        None, "--server-ca-file", envvar="CONSUMER_SERVER_CA_FILE", help="Require client certificates of this CA."
+        None,
+        "--server-ca-file",
+        envvar="CONSUMER_SERVER_CA_FILE",
+        help="Require client certificates of this CA.",
     ),
     peer_cert_file: str | None = typer.Option(None, "--peer-cert-file", envvar="CONSUMER_PEER_CERT_FILE"),
-    peer_cert_key_file: str | None = typer.Option(None, "--peer-cert-key-file", envvar="CONSUMER_PEER_CERT_KEY_FILE"),
+    peer_cert_key_file: str | None = typer.Option(
+        None, "--peer-cert-key-file", envvar="CONSUMER_PEER_CERT_KEY_FILE"
+    ),
     peer_ca_file: str | None = typer.Option(None, "--peer-ca-file", envvar="CONSUMER_PEER_CA_FILE"),
     broker_auth_keys: str | None = typer.Option(
-        None, "--broker-auth-keys", envvar="BROKER_AUTH_KEYS", help="Keys signing this member's journal calls."
+        None,
+        "--broker-auth-keys",
+        envvar="BROKER_AUTH_KEYS",
+        help="Keys signing this member's journal calls.",
     ),
     broker_cert_file: str | None = typer.Option(None, "--broker-cert-file", envvar="BROKER_CERT_FILE"),
-    broker_cert_key_file: str | None = typer.Option(None, "--broker-cert-key-file", envvar="BROKER_CERT_KEY_FILE"),
+    broker_cert_key_file: str | None = typer.Option(
+        None, "--broker-cert-key-file", envvar="BROKER_CERT_KEY_FILE"
+    ),
     broker_trusted_ca_file: str | None = typer.Option(
         None, "--broker-trusted-ca-file", envvar="BROKER_TRUSTED_CA_FILE"
     ),
     broker_keepalive: float | None = typer.Option(
-        None, "--broker-keepalive", envvar="BROKER_KEEPALIVE",
+        None,
+        "--broker-keepalive",
+        envvar="BROKER_KEEPALIVE",
         help="Ping the brokers every SECONDS (>= 1), so journal calls on a connection a partition cut fail "
         "over within twice that. Only for gazette-py brokers: Gazette's refuse frequent pings.",
     ),

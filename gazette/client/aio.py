@@ -184,7 +184,9 @@ class AsyncClient:
         # Append per stub, taking requests already encoded (`_append_content_message`): no protobuf
         # message, and one copy of the content, per chunk.
         self._encoded_appends = [
-            c.stream_unary(APPEND_METHOD, request_serializer=_encoded, response_deserializer=pb.AppendResponse.FromString)
+            c.stream_unary(
+                APPEND_METHOD, request_serializer=_encoded, response_deserializer=pb.AppendResponse.FromString
+            )
             for c in self._channels
         ]
         # gazette-py's own RPCs (not in Gazette's protocol.Journal), on the same channels.
@@ -197,7 +199,11 @@ class AsyncClient:
         if self.auth is None:
             return None
         sel = name_selector(journal) if journal is not None else selector
-        return self.auth.metadata(capability, sel) if ttl_s is None else self.auth.metadata(capability, sel, ttl_s)
+        return (
+            self.auth.metadata(capability, sel)
+            if ttl_s is None
+            else self.auth.metadata(capability, sel, ttl_s)
+        )
 
     @property
     def endpoint(self) -> str:
@@ -244,7 +250,9 @@ class AsyncClient:
                 req.changes.add(expect_mod_revision=ch.expect_mod_revision, upsert=ch.spec.to_proto())
         subject = _names(c.upsert.name if c.HasField("upsert") else c.delete for c in req.changes)
         async with self._bounded(timeout, CallTrace("apply of", subject)) as deadline:
-            resp = await self._unary("Apply", req, deadline, self.call_metadata(Capability.APPLY, ttl_s=UNARY_TOKEN_TTL_S))
+            resp = await self._unary(
+                "Apply", req, deadline, self.call_metadata(Capability.APPLY, ttl_s=UNARY_TOKEN_TTL_S)
+            )
         _check(resp.status, "apply failed: a journal's mod revision did not match (re-list and retry)")
         return resp.header.etcd.revision
 
@@ -255,7 +263,9 @@ class AsyncClient:
             changes=[pb.ApplyRequest.Change(expect_mod_revision=-1, delete=n) for n in names]
         )
         async with self._bounded(timeout, CallTrace("delete of", _names(names))) as deadline:
-            resp = await self._unary("Apply", req, deadline, self.call_metadata(Capability.APPLY, ttl_s=UNARY_TOKEN_TTL_S))
+            resp = await self._unary(
+                "Apply", req, deadline, self.call_metadata(Capability.APPLY, ttl_s=UNARY_TOKEN_TTL_S)
+            )
         _check(resp.status, "delete failed")
         return resp.header.etcd.revision
 
@@ -536,7 +546,9 @@ class AsyncClient:
                 )
                 if signature_ttl_s:
                     req.signatureTTL.CopyFrom(Duration(seconds=int(signature_ttl_s)))
-                resp = await self._unary("ListFragments", req, deadline, self.call_metadata(Capability.READ, journal))
+                resp = await self._unary(
+                    "ListFragments", req, deadline, self.call_metadata(Capability.READ, journal)
+                )
                 _check(resp.status, f"listing fragments of {journal} failed")
                 out.extend((Fragment.from_proto(f.spec), f.signed_url) for f in resp.fragments)
                 token = resp.next_page_token
@@ -554,7 +566,9 @@ class AsyncClient:
                 # The RPC carries the call's deadline, so a broker whose store keeps failing answers
                 # with the store's error before the bound runs out.
                 resp = await self._call(
-                    lambda stub: self._flushers[self._stubs.index(stub)].Flush(req, metadata=md, timeout=deadline.left()),
+                    lambda stub: self._flushers[self._stubs.index(stub)].Flush(
+                        req, metadata=md, timeout=deadline.left()
+                    ),
                     deadline,
                 )
         except GazetteError as exc:
@@ -648,4 +662,3 @@ def _append_message(status: Status, journal: str, resp: pb.AppendResponse, trace
     if status == Status.INSUFFICIENT_JOURNAL_BROKERS:
         return f"append to {journal} at broker {trace.endpoint}: {trace.insufficient_brokers()}"
     return f"append to {journal} failed"
-

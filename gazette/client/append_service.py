@@ -406,9 +406,7 @@ class AsyncAppendService:
             for j in self._journals.values():
                 j.queue.clear()
         for b in batches:
-            _resolve(
-                b.future, exc=AppendError("append service aborted before this batch was sent")
-            )
+            _resolve(b.future, exc=AppendError("append service aborted before this batch was sent"))
 
     # --- internals (called under self._lock) -----------------------------------------------------
     def _journal_for_write(self, name: str) -> _Journal:
@@ -547,11 +545,7 @@ class AsyncAppendService:
         if isinstance(exc, _DependencyFailed):
             _resolve(batch.future, exc=exc.error)
             return
-        err = (
-            exc
-            if isinstance(exc, GazetteError)
-            else AppendError(f"append to {j.name} failed: {exc!r}")
-        )
+        err = exc if isinstance(exc, GazetteError) else AppendError(f"append to {j.name} failed: {exc!r}")
         with self._lock:
             j.error = err
             later = list(j.queue)

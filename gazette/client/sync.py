@@ -48,7 +48,9 @@ class Client:
         self._loop = loop or default_loop()
 
         async def make() -> AsyncClient:
-            return AsyncClient(broker, etcd, timeout=timeout, auth_keys=auth_keys, tls=tls, keepalive=keepalive)
+            return AsyncClient(
+                broker, etcd, timeout=timeout, auth_keys=auth_keys, tls=tls, keepalive=keepalive
+            )
 
         self.aio: AsyncClient = self._loop.run(make())
         self.broker = broker

@@ -56,7 +56,9 @@ class Application:
         raise DeferToNextTransaction to leave it for the next transaction."""
         raise NotImplementedError(f"{type(self).__name__}.consume_message is not implemented")
 
-    def consume_messages(self, shard: Shard, store: Store, envelopes: Sequence[Envelope], pub: Publisher) -> int | None:
+    def consume_messages(
+        self, shard: Shard, store: Store, envelopes: Sequence[Envelope], pub: Publisher
+    ) -> int | None:
         """Applies committed envelopes, in order, to the store's transaction: one committed span of a
         source journal (its ACK last), as the Sequencer released it. Returns None once it consumed
         them all, or how many it consumed, leaving `envelopes[n:]` for the next transaction (what
@@ -101,7 +103,9 @@ class BatchApplication(Application):
         ones are null). Called once per source when a transaction loop starts."""
         raise NotImplementedError(f"{type(self).__name__}.source_schema is not implemented")
 
-    def consume_batch(self, shard: Shard, store: Store, journal: str, batch: pa.Table, pub: Publisher) -> int | None:
+    def consume_batch(
+        self, shard: Shard, store: Store, journal: str, batch: pa.Table, pub: Publisher
+    ) -> int | None:
         """Applies a table of committed messages of `journal` to the store's transaction; may publish
         (uncommitted). Returns None once it consumed them all, or 0 (with `defers`) to leave the
         whole table for the next transaction; not on a transaction's first table."""

@@ -590,7 +590,13 @@ class ShardClient:
 
         async def make() -> AsyncShardClient:
             return AsyncShardClient(
-                endpoint, etcd=etcd, root=root, timeout=timeout, auth_keys=auth_keys, tls=tls, keepalive=keepalive
+                endpoint,
+                etcd=etcd,
+                root=root,
+                timeout=timeout,
+                auth_keys=auth_keys,
+                tls=tls,
+                keepalive=keepalive,
             )
 
         self.aio: AsyncShardClient = self._loop.run(make())
@@ -679,5 +685,7 @@ class ShardClient:
         transaction timings (gazette-py consumers only: a Gazette consumer's refusal raises
         GazetteError, or with `stat_fallback` answers from Stat: see `AsyncShardClient.inspect`).
         ShardTimeoutError after `timeout` seconds."""
-        result: ShardInspection = self._run(self.aio.inspect, shard, timeout=timeout, stat_fallback=stat_fallback)
+        result: ShardInspection = self._run(
+            self.aio.inspect, shard, timeout=timeout, stat_fallback=stat_fallback
+        )
         return result

@@ -129,7 +129,9 @@ class Consumer(Member):
         return shard_adapter(self.max_hot_standbys)
 
     def _member_value(self) -> bytes:
-        spec = ConsumerSpec(shard_limit=self.shard_limit, endpoint=self.endpoint, zone=self.zone, suffix=self.suffix)
+        spec = ConsumerSpec(
+            shard_limit=self.shard_limit, endpoint=self.endpoint, zone=self.zone, suffix=self.suffix
+        )
         return spec.to_bytes()
 
     def _mark_exiting(self, value: bytes) -> bytes:
@@ -137,7 +139,10 @@ class Consumer(Member):
 
     async def _open(self, server: grpc.aio.Server) -> None:
         self.client = AsyncClient(
-            self.broker_endpoint, self.etcd_endpoint, auth_keys=self.broker_auth, tls=self.broker_tls,
+            self.broker_endpoint,
+            self.etcd_endpoint,
+            auth_keys=self.broker_auth,
+            tls=self.broker_tls,
             keepalive=self.broker_keepalive,
         )
         self.service = ShardService(self)
@@ -175,7 +180,11 @@ class Consumer(Member):
             now = held.get(shard_id)
             # A primary whose slot 0 was removed (an unassign) and that holds the shard again in
             # another slot is a new assignment (the allocator never demotes by moving slot 0).
-            if now is None or now[2] != shard.create_revision or (shard.assignment.slot == 0 and now[3].slot != 0):
+            if (
+                now is None
+                or now[2] != shard.create_revision
+                or (shard.assignment.slot == 0 and now[3].slot != 0)
+            ):
                 del self.shards[shard_id]
                 self.background(shard.stop(), f"stop shard {shard_id}")
             else:

@@ -241,7 +241,9 @@ class ConsumerGroup:
         for _ in range(self._n):
             self.add()
         if self._watcher is None:
-            self._watcher = threading.Thread(target=self._watch, daemon=True, name=f"consumer-group {self.root}")
+            self._watcher = threading.Thread(
+                target=self._watch, daemon=True, name=f"consumer-group {self.root}"
+            )
             self._watcher.start()
         return self
 
@@ -428,7 +430,11 @@ class ConsumerGroup:
         if consumers:
             self._loop.run(_stop_all(consumers), timeout=tunables.CONSUMER_STOP_TIMEOUT_S)
         for proc in terminate_all(procs, tunables.CONSUMER_STOP_TIMEOUT_S):
-            log.warning("consumer pid %d did not stop within %.0f s and was killed", proc.pid, tunables.CONSUMER_STOP_TIMEOUT_S)
+            log.warning(
+                "consumer pid %d did not stop within %.0f s and was killed",
+                proc.pid,
+                tunables.CONSUMER_STOP_TIMEOUT_S,
+            )
         for m in self.members:
             if m.proc is not None and m.proc.stdout is not None:
                 m.proc.stdout.close()

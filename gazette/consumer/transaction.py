@@ -168,13 +168,15 @@ class TransactionLoop:
         self._progressed: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         # Decoded batches between the source readers and this loop, bounded in envelopes (Gazette's
         # read channel of ShardSpec.read_channel_size).
-        self._queue: ReadChannel[tuple[ReadUncommitted, list[Envelope]] | RawChunk | BaseException] = ReadChannel(
-            shard.spec.effective_read_channel_size
+        self._queue: ReadChannel[tuple[ReadUncommitted, list[Envelope]] | RawChunk | BaseException] = (
+            ReadChannel(shard.spec.effective_read_channel_size)
         )
         self._get: asyncio.Task[Any] | None = None
         self._readers: list[asyncio.Task[None]] = []
         self.sources: list[ReadUncommitted | RawSource] = []  # one read of each source journal (metrics' lag)
-        self._carry: _Chunk | RawChunk | None = None  # a chunk a deferral interrupted: finished first next time
+        self._carry: _Chunk | RawChunk | None = (
+            None  # a chunk a deferral interrupted: finished first next time
+        )
         self._txn_messages = 0  # envelopes consumed by the open transaction (0: none open)
         self._sequencing = False  # the worker thread is using the sequencer
         self.side_effects = store.side_effects
@@ -275,7 +277,9 @@ class TransactionLoop:
 
                 raw = RawSource(self.shard.client, source.journal, offset)
                 self.sources.append(raw)
-                self._readers.append(asyncio.create_task(self._read_raw(raw), name=f"shard {self.shard.id} read"))
+                self._readers.append(
+                    asyncio.create_task(self._read_raw(raw), name=f"shard {self.shard.id} read")
+                )
                 continue
             reader = ReadUncommitted(
                 self.shard.client, source.journal, offset, block=True,
@@ -445,7 +449,9 @@ class TransactionLoop:
         open); how many of its envelopes the application consumed."""
         opening = self._txn_messages == 0
         if opening:
-            self.clock.update(clock_from_unix_ns(time.time_ns() + int(self.hooks.publish_clock_delta_s * 1e9)))
+            self.clock.update(
+                clock_from_unix_ns(time.time_ns() + int(self.hooks.publish_clock_delta_s * 1e9))
+            )
             self.app.begin_txn(self.shard, self.store)
         n = self.app.consume_messages(self.shard, self.store, span, self.publisher)
         if n is None:

@@ -84,7 +84,9 @@ def journals(
     if recovery_logs:
         specs.extend(
             JournalSpec(
-                name=f"{RECOVERY_PREFIX}/{shard_id(i)}", replication=replication, labels=RECOVERY_LABELS,
+                name=f"{RECOVERY_PREFIX}/{shard_id(i)}",
+                replication=replication,
+                labels=RECOVERY_LABELS,
                 stores=stores,
             )  # fmt: skip
             for i in range(partitions)

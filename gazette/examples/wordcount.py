@@ -77,7 +77,9 @@ class CountStore(SQLStore):
         for i in range(0, len(missing), LOAD_BATCH):
             batch = missing[i : i + LOAD_BATCH]
             marks = ",".join("?" * len(batch))
-            found = dict(self.execute(f"SELECT word, count FROM counts WHERE word IN ({marks})", batch).fetchall())
+            found = dict(
+                self.execute(f"SELECT word, count FROM counts WHERE word IN ({marks})", batch).fetchall()
+            )
             for word in batch:
                 counts[word] = int(found.get(word, 0))
 
@@ -119,7 +121,9 @@ class WordCount(Application):
     def consume_message(self, shard: Shard, store: Store, env: Envelope, pub: Publisher) -> None:
         self.consume_messages(shard, store, [env], pub)
 
-    def consume_messages(self, shard: Shard, store: Store, envelopes: Sequence[Envelope], pub: Publisher) -> None:
+    def consume_messages(
+        self, shard: Shard, store: Store, envelopes: Sequence[Envelope], pub: Publisher
+    ) -> None:
         """Counts the words of a committed span (ACKs ignored) and queues each new count for
         publishing: the span's uncached counts are read with one query, and the counts go out in
         batches of OUTPUT_BATCH."""
@@ -202,7 +206,9 @@ def store_counts(db_dir: str) -> dict[str, int]:
         if name.endswith(".db"):
             conn = sqlite3.connect(os.path.join(db_dir, name))
             try:
-                if conn.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'counts'").fetchone():
+                if conn.execute(
+                    "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'counts'"
+                ).fetchone():
                     out.update(dict(conn.execute("SELECT word, count FROM counts").fetchall()))
             finally:
                 conn.close()
@@ -252,7 +258,9 @@ def run(
     if limit is not None:
         if not inprocess:
             group.wait_for(
-                lambda _: sum(store_counts(db_dir).values()) >= (limit or 0), timeout, f"{limit} words counted"
+                lambda _: sum(store_counts(db_dir).values()) >= (limit or 0),
+                timeout,
+                f"{limit} words counted",
             )
         elif not crashed.wait(timeout):
             raise TimeoutError(f"the consumer did not commit {limit} words within {timeout:.0f} s")

@@ -38,6 +38,7 @@ class Fragment:
     content (docs/semantics.md#fragments-and-content-names): what spools commit, stores hold and
     readers ask for. Local fragments have no `backing_store` and `mod_time` 0. Equality is exact
     on every field, which proposal matching relies on."""
+
     journal: str
     begin: int
     end: int

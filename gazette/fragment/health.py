@@ -83,7 +83,9 @@ class StoreHealth:
         got = store.get(HEALTH_CHECK_PATH)
         # Every broker sharing the store (Gazette's or ours) writes these same bytes.
         if got != HEALTH_CHECK_CONTENT:
-            raise ValueError(f"{HEALTH_CHECK_PATH} read back {got[:64]!r}, not the {HEALTH_CHECK_CONTENT!r} written")
+            raise ValueError(
+                f"{HEALTH_CHECK_PATH} read back {got[:64]!r}, not the {HEALTH_CHECK_CONTENT!r} written"
+            )
         listed = [e.path for e in store.list(".test/")]
         if "health-check" not in listed:
             raise ValueError(f"listing .test/ does not show health-check (got {listed[:5]})")

@@ -217,7 +217,9 @@ class EmbeddedEtcd:
         deadline = time.monotonic() + tunables.ETCD_STOP_TIMEOUT_S
         while not _all_threads_stopped(pid):
             if time.monotonic() > deadline:
-                raise RuntimeError(f"etcd (pid {pid}) did not stop within {tunables.ETCD_STOP_TIMEOUT_S:.0f} s of SIGSTOP")
+                raise RuntimeError(
+                    f"etcd (pid {pid}) did not stop within {tunables.ETCD_STOP_TIMEOUT_S:.0f} s of SIGSTOP"
+                )
             time.sleep(0.001)
 
     def resume(self) -> None:

@@ -116,7 +116,9 @@ class LocalCluster:
         dead broker holds its journals; `broker_kinds` may name "gazette" (Gazette's Go binary) per
         broker; `auth_keys` and `tls` secure every broker. Bad arguments raise ValidationError (a GazetteError)."""
         if mode not in MODES:
-            raise ValidationError(f'LocalCluster mode "{mode}" is not known (expected "inprocess" or "subprocess")')
+            raise ValidationError(
+                f'LocalCluster mode "{mode}" is not known (expected "inprocess" or "subprocess")'
+            )
         if brokers < 1:
             raise ValidationError(f"LocalCluster needs at least one broker (got {brokers})")
         if not zones:
@@ -221,8 +223,12 @@ class LocalCluster:
             self._loop.run(_stop_all(inprocess, self.exit_drain_s + STOP_GRACE_S))
         for proc in terminate_all(list(procs), self.exit_drain_s + STOP_GRACE_S):
             h = procs[proc]
-            log.warning("broker %s did not stop within %.0f s of SIGTERM and was killed; its log ends with:\n%s",
-                        h.suffix, self.exit_drain_s + STOP_GRACE_S, _tail(h.log_path))
+            log.warning(
+                "broker %s did not stop within %.0f s of SIGTERM and was killed; its log ends with:\n%s",
+                h.suffix,
+                self.exit_drain_s + STOP_GRACE_S,
+                _tail(h.log_path),
+            )
         for h in self.brokers:
             h.broker = None
             if h.proc is not None and h.proc.stdout is not None:
@@ -239,7 +245,9 @@ class LocalCluster:
         if kind not in BROKER_KINDS:
             raise ValidationError(f'broker kind "{kind}" is not known (expected one of {list(BROKER_KINDS)})')
         i = len(self.brokers)
-        h = _BrokerHandle(index=i, zone=zone or self.zones[i % len(self.zones)], suffix=f"broker-{i}", kind=kind)
+        h = _BrokerHandle(
+            index=i, zone=zone or self.zones[i % len(self.zones)], suffix=f"broker-{i}", kind=kind
+        )
         self.brokers.append(h)
         self._start_handle(h)
         return i
@@ -288,7 +296,9 @@ class LocalCluster:
         ready = read_ready_line(h.proc, BROKER_START_TIMEOUT_S)
         if ready is None:
             terminate(h.proc)
-            raise ConfigurationError(f"broker {h.suffix} did not start; its log ends with:\n{_tail(h.log_path)}")
+            raise ConfigurationError(
+                f"broker {h.suffix} did not start; its log ends with:\n{_tail(h.log_path)}"
+            )
         h.endpoint, h.metrics = ready["endpoint"], ready["metrics"]
 
     def _start_gazette(self, h: _BrokerHandle, port: int) -> None:
@@ -414,11 +424,18 @@ class LocalCluster:
         options.setdefault("zones", self.zones)
         options.setdefault("mode", self.mode)
         options.setdefault("log_level", self.log_level)
-        options.setdefault("data_dir", os.path.join(self.data_dir, "consumers", root.strip("/").replace("/", "_")))
+        options.setdefault(
+            "data_dir", os.path.join(self.data_dir, "consumers", root.strip("/").replace("/", "_"))
+        )
         options.setdefault("security", self.security)
         options.setdefault("broker_keepalive", self._keepalive(self.brokers))
         group = ConsumerGroup(
-            app, etcd=self.etcd_endpoint, broker=self._failover_endpoints(), root=root, processes=processes, loop=self._loop,
+            app,
+            etcd=self.etcd_endpoint,
+            broker=self._failover_endpoints(),
+            root=root,
+            processes=processes,
+            loop=self._loop,
             **options,
         )
         self._consumer_groups.append(group)
@@ -481,7 +498,9 @@ class LocalCluster:
     def shard_client(self) -> Any:
         """The ShardClient of the newest consumer application `run_consumer` started."""
         if not self._consumer_groups:
-            raise StateError("no consumer application runs in this cluster: start one with cluster.run_consumer(...)")
+            raise StateError(
+                "no consumer application runs in this cluster: start one with cluster.run_consumer(...)"
+            )
         return self._consumer_groups[-1].client()
 
     def client(self) -> Client:
@@ -523,8 +542,12 @@ class LocalCluster:
         (Gazette's brokers too). After it, appends stop being answered with NO_JOURNAL_PRIMARY_BROKER
         and retried, through any broker."""
         deadline = time.monotonic() + timeout
-        views = [self._view_client(h.endpoint) for h in self.brokers if h.running and not h.paused and h.endpoint]
-        wanted = set(journals) if journals is not None else {i.spec.name for i in self.client().list_journals()}
+        views = [
+            self._view_client(h.endpoint) for h in self.brokers if h.running and not h.paused and h.endpoint
+        ]
+        wanted = (
+            set(journals) if journals is not None else {i.spec.name for i in self.client().list_journals()}
+        )
         for client in views or [self.client()]:
             while True:
                 unreachable: PeerError | None = None
@@ -596,8 +619,12 @@ async def _stop_all(stops: list, timeout: float) -> None:
     if late:
         stacks = io.StringIO()
         dump_tasks(stacks)
-        log.warning("%d in-process broker(s) did not stop within %.0f s; cancelling. Tasks:\n%s",
-                    len(late), timeout, stacks.getvalue())
+        log.warning(
+            "%d in-process broker(s) did not stop within %.0f s; cancelling. Tasks:\n%s",
+            len(late),
+            timeout,
+            stacks.getvalue(),
+        )
         for t in late:
             t.cancel()
     await asyncio.gather(*tasks, return_exceptions=True)
@@ -617,4 +644,3 @@ def _wait_stopped(pid: int, timeout: float = PAUSE_TIMEOUT_S) -> None:
         if time.monotonic() > deadline:
             raise CallTimeout(f"process {pid} did not stop within {timeout:.0f}s of SIGSTOP (state {state})")
         time.sleep(0.001)
-

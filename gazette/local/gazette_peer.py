@@ -104,7 +104,11 @@ def broker_command(
     for prefix, tls in (("server", server_tls), ("peer", peer_tls)):
         if tls is None:
             continue
-        for flag, value in (("cert-file", tls.cert_file), ("cert-key-file", tls.key_file), ("ca-file", tls.ca_file)):
+        for flag, value in (
+            ("cert-file", tls.cert_file),
+            ("cert-key-file", tls.key_file),
+            ("ca-file", tls.ca_file),
+        ):
             if value:
                 cmd.append(f"--broker.{prefix}-{flag}={value}")
     return cmd

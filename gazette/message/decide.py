@@ -53,7 +53,12 @@ _OFFSET_LIMIT = 1 << 62
 _EMPTY = np.zeros(0, np.int64)
 
 
-_INDEX_DTYPES: dict[int, np.dtype] = {8: np.dtype(np.int8), 16: np.dtype(np.int16), 32: np.dtype(np.int32), 64: np.dtype(np.int64)}
+_INDEX_DTYPES: dict[int, np.dtype] = {
+    8: np.dtype(np.int8),
+    16: np.dtype(np.int16),
+    32: np.dtype(np.int32),
+    64: np.dtype(np.int64),
+}
 
 
 def _indices(column: pa.Array) -> np.ndarray:

@@ -397,9 +397,13 @@ class Publisher:
         clock = self.clock.tick_many(len(messages))
         first.append(clock)
         if isinstance(framing, JSONFraming):
-            return framing.encode_uuid_runs(messages, self._uuid_texts.runs(clock, len(messages), _CONTINUE_TXN))
+            return framing.encode_uuid_runs(
+                messages, self._uuid_texts.runs(clock, len(messages), _CONTINUE_TXN)
+            )
         ticks = range(clock, clock + len(messages) * CLOCK_TICK, CLOCK_TICK)
-        return b"".join([framing.encode(m, self.uuid(c, _CONTINUE_TXN)) for m, c in zip(messages, ticks, strict=True)])
+        return b"".join(
+            [framing.encode(m, self.uuid(c, _CONTINUE_TXN)) for m, c in zip(messages, ticks, strict=True)]
+        )
 
     def _frame_json(self, framing: JSONFraming, message: Any, flags: int) -> bytes:
         """`_frame` for a JSONFraming: the same bytes, stamped with the UUID's text."""

@@ -41,7 +41,13 @@ def _check_client(client: object) -> None:
 
 
 def replay_reader(
-    client: Client | AsyncClient, journal: str, begin: int, end: int, framing: Framing | None, *, strict: bool = False
+    client: Client | AsyncClient,
+    journal: str,
+    begin: int,
+    end: int,
+    framing: Framing | None,
+    *,
+    strict: bool = False,
 ) -> ReadUncommitted:
     """The read of a Sequencer's `replay_range()` (ACK_COMMIT_REPLAY): every message of [begin, end).
 
@@ -241,7 +247,9 @@ class ReadUncommitted:
 
     def _iterate(self) -> Iterator[Envelope]:
         if not isinstance(self.client, Client):
-            raise TypeError(f"{type(self).__name__} over an AsyncClient is an async iterator: use `async for`")
+            raise TypeError(
+                f"{type(self).__name__} over an AsyncClient is an async iterator: use `async for`"
+            )
         batches = self.client._loop.iterate(self.batches())
         try:
             for batch in batches:
@@ -376,7 +384,9 @@ class ReadCommitted(ReadUncommitted):
 
     def _iterate(self) -> Iterator[Envelope]:
         if not isinstance(self.client, Client):
-            raise TypeError(f"{type(self).__name__} over an AsyncClient is an async iterator: use `async for`")
+            raise TypeError(
+                f"{type(self).__name__} over an AsyncClient is an async iterator: use `async for`"
+            )
         if self.offset == -1:
             self._start_at(self.client.read_head(self.journal))
         batches = self.client._loop.iterate(self.batches())

@@ -13,7 +13,7 @@ import collections
 import enum
 import logging
 from collections.abc import Iterable, Iterator, Mapping
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, cast
 
 from gazette.message.checkpoint import Checkpoint, ProducerState
 from gazette.message.envelope import Envelope
@@ -428,7 +428,11 @@ class Sequencer:
                 self._dequeued_clock = env.clock
                 return env
             self._leftover = None  # the ring holds nothing more of this sequence: finish it below
-        elif self._dequeued is None and self._replay is None and emit.begin != ring_env[emit.ring_start].begin:  # type: ignore[union-attr]
+        elif (
+            self._dequeued is None
+            and self._replay is None
+            and emit.begin != cast(Envelope, ring_env[emit.ring_start]).begin
+        ):
             j, begin, end = self.replay_range()
             raise SequencerError(
                 f"ACK_COMMIT_REPLAY of journal {j!r} requires start_replay() over offsets [{begin}, {end}) "
@@ -482,7 +486,13 @@ class Sequencer:
             return []
         before = self._dequeued_clock if self._dequeued is not None else emit.min_clock
         span = _Span(
-            [], emit, before, emit.max_clock, self._offsets.get(emit.journal), self._emit_end, emit in self._pending
+            [],
+            emit,
+            before,
+            emit.max_clock,
+            self._offsets.get(emit.journal),
+            self._emit_end,
+            emit in self._pending,
         )
         envs, step = span.envelopes, self.step
         while (env := step()) is not None:

@@ -29,8 +29,14 @@ def check_keepalive(interval_s: float | None) -> float | None:
     """`interval_s` when it is None or a ping interval gazette-py servers accept; ValueError otherwise."""
     if interval_s is None:
         return None
-    if isinstance(interval_s, bool) or not isinstance(interval_s, int | float) or not interval_s >= MIN_KEEPALIVE_S:
-        raise ValidationError(f"keepalive {interval_s!r} is not a number of seconds >= {MIN_KEEPALIVE_S:g} (or None: off)")
+    if (
+        isinstance(interval_s, bool)
+        or not isinstance(interval_s, int | float)
+        or not interval_s >= MIN_KEEPALIVE_S
+    ):
+        raise ValidationError(
+            f"keepalive {interval_s!r} is not a number of seconds >= {MIN_KEEPALIVE_S:g} (or None: off)"
+        )
     return float(interval_s)
 
 

@@ -29,7 +29,11 @@ class GazetteError(Exception):
         self.context = context
         for key, value in context.items():
             setattr(self, key, value)
-        text = self.message if self.status in (Status.OK, ShardStatus.OK) else f"{self.status.name}: {self.message}"
+        text = (
+            self.message
+            if self.status in (Status.OK, ShardStatus.OK)
+            else f"{self.status.name}: {self.message}"
+        )
         super().__init__(text)
 
 

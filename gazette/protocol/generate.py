@@ -53,8 +53,11 @@ def main(argv: list[str] | None = None) -> int:
     ns = parser.parse_args(argv)
     with tempfile.TemporaryDirectory() as tmp:
         files = generate(Path(tmp))
-        stale = [f.name for f in files if not (PROTO_DIR / f.name).exists()
-                 or (PROTO_DIR / f.name).read_bytes() != f.read_bytes()]
+        stale = [
+            f.name
+            for f in files
+            if not (PROTO_DIR / f.name).exists() or (PROTO_DIR / f.name).read_bytes() != f.read_bytes()
+        ]
         if ns.check:
             if stale:
                 print("stale generated protocol modules: " + ", ".join(stale) + " (run `make protos`)")

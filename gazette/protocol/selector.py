@@ -141,7 +141,9 @@ class LabelSelector:
         return LabelSelector(_rewrite_prefix(self.include), _rewrite_prefix(self.exclude))
 
     def to_proto(self) -> pb.LabelSelector:
-        return pb.LabelSelector(include=_entries_to_proto(self.include), exclude=_entries_to_proto(self.exclude))
+        return pb.LabelSelector(
+            include=_entries_to_proto(self.include), exclude=_entries_to_proto(self.exclude)
+        )
 
     @classmethod
     def from_proto(cls, msg: pb.LabelSelector | None) -> LabelSelector:

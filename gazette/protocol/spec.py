@@ -259,11 +259,15 @@ class JournalSpec:
     def _validate(self) -> None:
         validate_journal_name(self.name)
         if not 1 <= self.replication <= MAX_REPLICATION:
-            raise ValidationError(f"replication {self.replication} is out of range (expected 1..{MAX_REPLICATION})")
+            raise ValidationError(
+                f"replication {self.replication} is out of range (expected 1..{MAX_REPLICATION})"
+            )
         validate_labels(self.labels, JOURNAL_RESERVED_LABELS)
         lo, hi = FRAGMENT_LENGTH_BYTES
         if not lo <= self.fragment_length <= hi:
-            raise ValidationError(f"fragment_length {self.fragment_length} is out of range (expected {lo}..{hi})")
+            raise ValidationError(
+                f"fragment_length {self.fragment_length} is out of range (expected {lo}..{hi})"
+            )
         for i, store in enumerate(self.stores):
             validate_store_url(store, what=f"stores[{i}]")
         if (
@@ -287,7 +291,9 @@ class JournalSpec:
             )
         validate_postfix_template(self.path_postfix_template, journal=self.name)
         if self.max_append_rate < 0:
-            raise ValidationError(f"max_append_rate {self.max_append_rate} is negative (expected >= 0; 0 = unlimited)")
+            raise ValidationError(
+                f"max_append_rate {self.max_append_rate} is negative (expected >= 0; 0 = unlimited)"
+            )
         if self.suspend_offset < 0:
             raise ValidationError(f"suspend_offset {self.suspend_offset} is negative")
 
@@ -377,7 +383,9 @@ def validate_store_url(url: str, *, what: str = "store") -> None:
     if parts.scheme == "file" and parts.netloc:
         raise ValidationError(f'{what} "{url}" is a file:// URL with a host (expected file:///abs/dir/)')
     if parts.scheme != "file" and not parts.netloc:
-        raise ValidationError(f'{what} "{url}" has no bucket or account (expected {parts.scheme}://bucket/...)')
+        raise ValidationError(
+            f'{what} "{url}" has no bucket or account (expected {parts.scheme}://bucket/...)'
+        )
     if not parts.path.endswith("/"):
         raise ValidationError(f'{what} "{url}" path "{parts.path}" does not end in "/"')
 
@@ -420,7 +428,9 @@ def _fields_from_yaml(d: Mapping[str, Any]) -> dict[str, Any]:
                 raise ValidationError(f"{key} {value!r} is not a mapping")
             for sub, v in value.items():
                 if sub not in _NESTED[key]:
-                    raise ValidationError(f'unknown key "{key}.{sub}" (expected one of {", ".join(_NESTED[key])})')
+                    raise ValidationError(
+                        f'unknown key "{key}.{sub}" (expected one of {", ".join(_NESTED[key])})'
+                    )
                 put(_NESTED[key][sub], f"{key}.{sub}", v)
         elif key in _FLAT:
             put(_FLAT[key], key, value)
@@ -481,7 +491,9 @@ class SpecChange:
     def to_proto(self) -> pb.ApplyRequest.Change:
         if self.delete:
             return pb.ApplyRequest.Change(expect_mod_revision=self.expect_mod_revision, delete=self.spec.name)
-        return pb.ApplyRequest.Change(expect_mod_revision=self.expect_mod_revision, upsert=self.spec.to_proto())
+        return pb.ApplyRequest.Change(
+            expect_mod_revision=self.expect_mod_revision, upsert=self.spec.to_proto()
+        )
 
 
 def _push_down(parent: Mapping[str, Any], child: Mapping[str, Any]) -> dict[str, Any]:

@@ -16,7 +16,12 @@ def cluster(etcd, etcd_root, tmp_path) -> Iterator[LocalCluster]:
     store = f"file://{tmp_path}/store/"
     os.makedirs(tmp_path / "store", exist_ok=True)
     with LocalCluster(
-        brokers=1, mode="inprocess", store=store, etcd=etcd.endpoint, root=etcd_root, data_dir=str(tmp_path / "data")
+        brokers=1,
+        mode="inprocess",
+        store=store,
+        etcd=etcd.endpoint,
+        root=etcd_root,
+        data_dir=str(tmp_path / "data"),
     ) as c:
         yield c
 

@@ -24,7 +24,12 @@ def test_advertised_host_rules() -> None:
 def test_routes_and_clients_use_the_advertised_host(etcd, etcd_root, tmp_path) -> None:
     loop = default_loop()
     broker = Broker(
-        etcd.endpoint, root=etcd_root, host="127.0.0.1", advertise="localhost", spool_dir=str(tmp_path), lease_ttl_s=5
+        etcd.endpoint,
+        root=etcd_root,
+        host="127.0.0.1",
+        advertise="localhost",
+        spool_dir=str(tmp_path),
+        lease_ttl_s=5,
     )
     loop.run(broker.start(), timeout=60)
     try:
@@ -42,5 +47,7 @@ def test_routes_and_clients_use_the_advertised_host(etcd, etcd_root, tmp_path) -
 
 
 def test_serve_refuses_a_wildcard_bind_without_advertise(etcd) -> None:
-    line = one_error_line(gazette("broker", "serve", "--etcd", etcd.endpoint, "--host", "0.0.0.0", "--port", "0"))
+    line = one_error_line(
+        gazette("broker", "serve", "--etcd", etcd.endpoint, "--host", "0.0.0.0", "--port", "0")
+    )
     assert "--host 0.0.0.0" in line and "--advertise" in line

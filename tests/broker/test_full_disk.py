@@ -95,7 +95,9 @@ def test_a_full_spool_disk_fails_appends_clearly_and_loses_nothing(etcd, etcd_ro
         assert client.read_all(J) == acked + more
 
 
-def test_a_replica_whose_spool_disk_is_full_is_named_in_the_append_error(etcd, etcd_root, tmp_path, spool_tmpfs):
+def test_a_replica_whose_spool_disk_is_full_is_named_in_the_append_error(
+    etcd, etcd_root, tmp_path, spool_tmpfs
+):
     """R=2 over two brokers, only broker-1's spool is full: where broker-1 is the replica, appends time
     out (a replication failure is retried, as a replica may be replaced) with the last status naming it
     and its directory (where it is the primary, they fail at once as above); everything acknowledged
@@ -143,7 +145,9 @@ def test_a_full_store_keeps_the_spool_and_flush_names_the_error(etcd, etcd_root,
             assert "FRAGMENT_STORE_UNHEALTHY" in message and "No space left on device" in message, message
             assert f"file://{store}/" in message, message
             assert client.read_all(J) == data
-            partial = [p for p in store.rglob("*") if p.is_file() and ".test" not in p.relative_to(store).parts]
+            partial = [
+                p for p in store.rglob("*") if p.is_file() and ".test" not in p.relative_to(store).parts
+            ]
             assert partial == []  # the failed puts left nothing (the health check's probe aside)
 
             tmpfs.resize(store, "4m")

@@ -74,7 +74,9 @@ def test_the_broker_package_has_no_import_cycle() -> None:
 def test_no_stream_handler_imports_the_broker() -> None:
     graph = import_graph()
     for handler in ("append", "read", "replicate", "journals", "pipeline", "proxy", "replica", "resolver"):
-        assert "broker" not in graph[handler], f"broker/{handler}.py imports broker.py (use broker/context.py)"
+        assert "broker" not in graph[handler], (
+            f"broker/{handler}.py imports broker.py (use broker/context.py)"
+        )
 
 
 def test_find_cycle_finds_one() -> None:

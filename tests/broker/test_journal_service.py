@@ -94,8 +94,13 @@ def test_registers_check_union_subtract(cluster, client):
         client.append(J, b"b", check_registers="author=two")
     assert exc.value.status == Status.REGISTER_MISMATCH
     assert exc.value.registers.to_dict() == {"author": "one"}  # the response carries current registers
-    res = client.append(J, b"c", check_registers="author=one", subtract_registers={"author": "one"},
-                        union_registers={"author": "two"})
+    res = client.append(
+        J,
+        b"c",
+        check_registers="author=one",
+        subtract_registers={"author": "one"},
+        union_registers={"author": "two"},
+    )
     assert res.registers.to_dict() == {"author": "two"}
     assert client.read_all(J) == b"ac"  # the refused append wrote nothing
 
@@ -202,8 +207,9 @@ def test_apply_compare_and_swap_and_validation(cluster, client):
         client.apply_journals([SpecChange(spec=spec, expect_mod_revision=0, delete=False)])
     assert exc.value.status == Status.ETCD_TRANSACTION_FAILED
     (info,) = client.list_journals(f"name={J}")
-    client.apply_journals([SpecChange(spec=spec.replace(replication=2), expect_mod_revision=info.mod_revision,
-                                      delete=False)])
+    client.apply_journals(
+        [SpecChange(spec=spec.replace(replication=2), expect_mod_revision=info.mod_revision, delete=False)]
+    )
     assert client.list_journals(f"name={J}")[0].spec.replication == 2
     with pytest.raises(ValidationError, match="replication"):
         client.apply_journals([spec.replace(replication=9)])
@@ -214,7 +220,9 @@ def test_apply_compare_and_swap_and_validation(cluster, client):
 
     async def raw_apply():
         with pytest.raises(grpc.aio.AioRpcError) as e:
-            await stub.Apply(pb.ApplyRequest(changes=[pb.ApplyRequest.Change(expect_mod_revision=-1, upsert=bad)]))
+            await stub.Apply(
+                pb.ApplyRequest(changes=[pb.ApplyRequest.Change(expect_mod_revision=-1, upsert=bad)])
+            )
         return e.value
 
     err = loop.run(raw_apply())
@@ -226,8 +234,14 @@ def test_apply_compare_and_swap_and_validation(cluster, client):
 
 def test_list_selectors(cluster, client):
     for name, mtype in [("examples/a/one", "A"), ("examples/a/two", "B"), ("examples/b/one", "A")]:
-        client.apply_journals([cluster.journal_spec(
-            name, labels={"content-type": "application/x-ndjson", "app.gazette.dev/message-type": mtype})])
+        client.apply_journals(
+            [
+                cluster.journal_spec(
+                    name,
+                    labels={"content-type": "application/x-ndjson", "app.gazette.dev/message-type": mtype},
+                )
+            ]
+        )
     names = lambda sel: sorted(i.spec.name for i in client.list_journals(sel))  # noqa: E731
     assert names("prefix=examples/a/") == ["examples/a/one", "examples/a/two"]
     assert names("app.gazette.dev/message-type=A") == ["examples/a/one", "examples/b/one"]

@@ -68,7 +68,9 @@ def test_a_primary_reads_a_range_it_lacks_from_the_peer_that_holds_it(cluster: L
         assert b"".join(got) == before + after
     finally:
         at_primary.close()
-    wait_for("the journal to read whole through the client", lambda: client.read_all(JOURNAL) == before + after)
+    wait_for(
+        "the journal to read whole through the client", lambda: client.read_all(JOURNAL) == before + after
+    )
 
 
 async def _drop_local(index, lost: Fragment) -> None:

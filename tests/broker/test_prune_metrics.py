@@ -162,7 +162,9 @@ def test_rpc_counters_use_the_reference_names(cluster: LocalCluster, client) -> 
     assert "# TYPE gazette_journal_server_started_totals counter" in lines
     assert "# TYPE gazette_journal_server_completed_totals counter" in lines
     assert f'gazette_journal_server_started_totals{{operation="Append"}} {float(appends)}' in lines
-    assert f'gazette_journal_server_completed_totals{{operation="Append",status="OK"}} {float(appends)}' in lines
+    assert (
+        f'gazette_journal_server_completed_totals{{operation="Append",status="OK"}} {float(appends)}' in lines
+    )
 
 
 def test_spool_persisted_metric_counts_flushes(cluster: LocalCluster, client) -> None:

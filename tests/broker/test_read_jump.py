@@ -133,9 +133,13 @@ def test_a_storeless_journal_whose_replicas_were_replaced_reads_from_its_first_c
         check_reads_jump(cluster.brokers[i].endpoint, first, head, list(range(10, 30)), caplog)
 
 
-def test_a_read_below_the_first_stored_fragment_left_by_retention_jumps(cluster: LocalCluster, caplog) -> None:
+def test_a_read_below_the_first_stored_fragment_left_by_retention_jumps(
+    cluster: LocalCluster, caplog
+) -> None:
     client = cluster.client()
-    client.apply_journals([cluster.journal_spec(JOURNAL, replication=1, labels=LABELS, refresh_interval="1s")])
+    client.apply_journals(
+        [cluster.journal_spec(JOURNAL, replication=1, labels=LABELS, refresh_interval="1s")]
+    )
     cluster.wait_for_routes([JOURNAL])
     first = publish(client, range(0, 10))
     client.flush(JOURNAL)

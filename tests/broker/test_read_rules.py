@@ -46,7 +46,10 @@ def facts(**changes) -> ReadFacts:
         # ...and, asked already, hands the read to the primary, or (do_not_proxy) waits to ask again.
         ({"is_primary": False, "pending_end": 200, "asked": True}, Step.AT_PRIMARY),
         ({"is_primary": False, "pending_end": 200, "asked": True, "may_proxy": False}, Step.WAIT_TO_ASK),
-        ({"is_primary": False, "pending_end": 200, "asked": True, "may_proxy": False, "block": False}, Step.NOT_YET),
+        (
+            {"is_primary": False, "pending_end": 200, "asked": True, "may_proxy": False, "block": False},
+            Step.NOT_YET,
+        ),
         # Held-back commits that end at or before the offset are nothing to ask about.
         ({"is_primary": False, "pending_end": 100}, Step.WAIT),
         # A gap at a replica (it joined late): the primary serves the rest, unless do_not_proxy.
@@ -118,7 +121,9 @@ def test_held_back_commits_count_as_dirty_and_their_end_as_the_maximum(files) ->
     assert index.summary() == (0, 30, 0)
 
 
-def test_held_back_commits_superseded_by_the_same_spool_are_dropped_past_the_bound(files, monkeypatch) -> None:
+def test_held_back_commits_superseded_by_the_same_spool_are_dropped_past_the_bound(
+    files, monkeypatch
+) -> None:
     import gazette.fragment.index as index_module
 
     monkeypatch.setattr(index_module, "PENDING_COMMITS_KEPT", 3)

@@ -45,8 +45,9 @@ async def test_a_replica_that_becomes_primary_lists_the_stores_at_once(tmp_path)
         # The primary (another broker) persists a fragment after this replica's first listing.
         written = await _persist(store, 0, b"persisted by the old primary\n")
         replica.set_primary(True)
-        await async_wait_for("the new primary to list the store", lambda: replica.index.fragments() == [written],
-                             timeout=20)  # far short of the hour-long refresh_interval
+        await async_wait_for(
+            "the new primary to list the store", lambda: replica.index.fragments() == [written], timeout=20
+        )  # far short of the hour-long refresh_interval
     finally:
         await replica.stop()
         await persister.stop()

@@ -41,11 +41,14 @@ def _route(client, journal=J):
     return info.route
 
 
-def _raw_append(cluster: LocalCluster, endpoint: str, content: bytes, do_not_proxy: bool = False) -> pb.AppendResponse:
+def _raw_append(
+    cluster: LocalCluster, endpoint: str, content: bytes, do_not_proxy: bool = False
+) -> pb.AppendResponse:
     """One Append RPC without the client's retries."""
 
     async def call():
         async with grpc.aio.insecure_channel(endpoint.removeprefix("http://")) as ch:
+
             async def reqs():
                 yield pb.AppendRequest(journal=J, do_not_proxy=do_not_proxy)
                 yield pb.AppendRequest(content=content)
@@ -121,8 +124,10 @@ def test_graceful_exit_of_the_primary_hands_off_without_loss(cluster):
     client = connect(broker=survivor.endpoint)  # stays connected to a broker that does not exit
     client.append(J, b"before\n", union_registers={"owner": "one"})
     cluster.stop_broker(index)
-    route = wait_for("the route to move off the exiting broker",
-                     lambda: (r := _route(client)).primary >= 0 and old not in r.members and len(r.members) == 3 and r)
+    route = wait_for(
+        "the route to move off the exiting broker",
+        lambda: (r := _route(client)).primary >= 0 and old not in r.members and len(r.members) == 3 and r,
+    )
     res = client.append(J, b"after\n", check_registers="owner=one")  # registers survived the hand-off
     assert res.begin == len(b"before\n")
     assert res.registers == LabelSet({"owner": "one"})
@@ -142,7 +147,9 @@ def test_flush_rolls_every_replica_and_persists(cluster):
     for member in _route(client).members:
         frag = _replica(cluster, member).spool.fragment
         assert (frag.begin, frag.end) == (8, 8)  # the roll reached every peer through the pipeline
-    assert [(f.begin, f.end) for f in client.list_fragments(J) if f.backing_store] [-1:] == [(persisted.begin, 8)]
+    assert [(f.begin, f.end) for f in client.list_fragments(J) if f.backing_store][-1:] == [
+        (persisted.begin, 8)
+    ]
 
 
 def test_too_few_brokers_for_the_replication_is_refused(cluster):
@@ -160,7 +167,12 @@ def test_replicate_requests_follow_the_proposal_rules():
     spool = Spool("a/journal", _NullObserver())
     regs = LabelSet({"k": "v"})
     roll = Fragment(journal="a/journal", begin=5, end=5, sum=ZERO_SUM, codec=Codec.NONE)  # adopts registers
-    assert apply_replicate(spool, pb.ReplicateRequest(proposal=roll.to_proto(), registers=regs.to_proto())).status == pb.OK
+    assert (
+        apply_replicate(
+            spool, pb.ReplicateRequest(proposal=roll.to_proto(), registers=regs.to_proto())
+        ).status
+        == pb.OK
+    )
     assert apply_replicate(spool, pb.ReplicateRequest(content=b"abc", content_delta=0)).status == pb.OK
     bad = Fragment(journal="a/journal", begin=5, end=8, sum=b"\x01" * 20, codec=Codec.NONE)
     resp = apply_replicate(spool, pb.ReplicateRequest(proposal=bad.to_proto(), registers=regs.to_proto()))

@@ -19,15 +19,22 @@ J = "examples/s3/part-000"
 
 @pytest.fixture
 def s3_cluster(etcd, etcd_root, tmp_path, s3_store_url):
-    with LocalCluster(brokers=1, mode="inprocess", store=s3_store_url, etcd=etcd.endpoint, root=etcd_root,
-                      data_dir=str(tmp_path / "data")) as c:
+    with LocalCluster(
+        brokers=1,
+        mode="inprocess",
+        store=s3_store_url,
+        etcd=etcd.endpoint,
+        root=etcd_root,
+        data_dir=str(tmp_path / "data"),
+    ) as c:
         yield c
 
 
 def test_s3_round_trip(s3_cluster):
     client = s3_cluster.client()
-    client.apply_journals([s3_cluster.journal_spec(J, compression="zstandard", fragment_length=4096,
-                                                   refresh_interval="1s")])
+    client.apply_journals(
+        [s3_cluster.journal_spec(J, compression="zstandard", fragment_length=4096, refresh_interval="1s")]
+    )
     expected = b""
     for i in range(30):
         data = os.urandom(300 + i * 7)
@@ -47,8 +54,14 @@ def test_store_down_then_back(etcd, etcd_root, tmp_path, dedicated_moto):
 
     make_bucket(moto.endpoint, "down-test")
     store = f"s3://down-test/frags/?endpoint={moto.endpoint}&region=us-east-1"
-    with LocalCluster(brokers=1, mode="inprocess", store=store, etcd=etcd.endpoint, root=etcd_root,
-                      data_dir=str(tmp_path / "data")) as c:
+    with LocalCluster(
+        brokers=1,
+        mode="inprocess",
+        store=store,
+        etcd=etcd.endpoint,
+        root=etcd_root,
+        data_dir=str(tmp_path / "data"),
+    ) as c:
         client = c.client()
         client.apply_journals([c.journal_spec(J, compression="snappy", refresh_interval="1s")])
         client.append(J, b"committed before the outage\n")
@@ -71,8 +84,14 @@ def test_store_down_then_back(etcd, etcd_root, tmp_path, dedicated_moto):
 
 def test_append_fails_when_first_store_is_down(etcd, etcd_root, tmp_path, closed_endpoint):
     store = f"s3://never-up/frags/?endpoint={closed_endpoint}&region=us-east-1"
-    with LocalCluster(brokers=1, mode="inprocess", store=store, etcd=etcd.endpoint, root=etcd_root,
-                      data_dir=str(tmp_path / "data")) as c:
+    with LocalCluster(
+        brokers=1,
+        mode="inprocess",
+        store=store,
+        etcd=etcd.endpoint,
+        root=etcd_root,
+        data_dir=str(tmp_path / "data"),
+    ) as c:
         client = c.client()
         client.apply_journals([c.journal_spec(J, refresh_interval="1s")])
         with pytest.raises(GazetteError) as exc:

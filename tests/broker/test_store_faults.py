@@ -14,7 +14,9 @@ J = "examples/store/part-000"
 
 
 def _persisted(cluster, client, data: bytes, codec: str = "none"):
-    client.apply_journals([cluster.journal_spec(J, compression=codec, fragment_length=1 << 20, refresh_interval="1s")])
+    client.apply_journals(
+        [cluster.journal_spec(J, compression=codec, fragment_length=1 << 20, refresh_interval="1s")]
+    )
     client.append(J, data)
     frag = client.flush(J)
     assert frag is not None and frag.backing_store == cluster.store

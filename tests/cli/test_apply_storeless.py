@@ -24,7 +24,9 @@ children:
 
 @pytest.fixture
 def cluster(etcd, etcd_root, tmp_path) -> Iterator[LocalCluster]:
-    with LocalCluster(brokers=1, mode="inprocess", etcd=etcd.endpoint, root=etcd_root, data_dir=str(tmp_path / "d")) as c:
+    with LocalCluster(
+        brokers=1, mode="inprocess", etcd=etcd.endpoint, root=etcd_root, data_dir=str(tmp_path / "d")
+    ) as c:
         yield c
 
 
@@ -36,7 +38,13 @@ def _specs(tmp_path: Path, store: str) -> str:
 
 @pytest.mark.parametrize("dry_run", [True, False])
 def test_apply_warns_of_journals_without_stores(cluster: LocalCluster, tmp_path: Path, dry_run: bool) -> None:
-    args = ["journals", "apply", "--specs", _specs(tmp_path, cluster.store), *(["--dry-run"] if dry_run else [])]
+    args = [
+        "journals",
+        "apply",
+        "--specs",
+        _specs(tmp_path, cluster.store),
+        *(["--dry-run"] if dry_run else []),
+    ]
     proc = cli_run.gazette(*args, env={"GAZETTE_BROKER": cluster.broker_endpoints[0]})
     out = ok(proc)
     assert ("upsert warn/spooled" in out) if dry_run else ("applied 2 change(s)" in out)

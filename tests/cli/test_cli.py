@@ -36,10 +36,6 @@ def gazette(cluster: LocalCluster, *args: str, input: bytes | None = None) -> su
     return cli_run.gazette(*args, env={"GAZETTE_BROKER": cluster.broker_endpoints[0]}, input=input or b"")
 
 
-
-
-
-
 def _specs_yaml(store: str, prefix: str) -> str:
     return textwrap.dedent(
         f"""\

@@ -46,7 +46,9 @@ def test_a_call_on_a_silently_cut_connection_fails_over_to_the_next_broker(make_
     assert cluster.client().read_all(J) == b"before the cut\nafter the cut\n"  # the cut lost nothing
 
 
-def test_a_shard_call_on_a_silently_cut_connection_fails_over_to_the_next_member(make_local_cluster, tmp_path) -> None:
+def test_a_shard_call_on_a_silently_cut_connection_fails_over_to_the_next_member(
+    make_local_cluster, tmp_path
+) -> None:
     cluster = make_local_cluster(brokers=1)
     cluster.client().apply_journals(wordcount.journals(1, store=cluster.store))
     group = cluster.run_consumer(wordcount.WordCount(str(tmp_path)), wordcount.shards(1))
@@ -84,7 +86,10 @@ def test_local_cluster_pings_only_where_every_broker_dialed_is_ours() -> None:
     from gazette.local.cluster import LocalCluster, _BrokerHandle
     from gazette.protocol.endpoints import PEER_KEEPALIVE_S
 
-    ours, theirs = _BrokerHandle(0, "local", "broker-0"), _BrokerHandle(1, "local", "broker-1", kind="gazette")
+    ours, theirs = (
+        _BrokerHandle(0, "local", "broker-0"),
+        _BrokerHandle(1, "local", "broker-1", kind="gazette"),
+    )
     assert LocalCluster._keepalive([ours]) == PEER_KEEPALIVE_S
     assert LocalCluster._keepalive([theirs]) is None
     assert LocalCluster._keepalive([ours, theirs]) is None

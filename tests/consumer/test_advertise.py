@@ -11,7 +11,9 @@ from gazette.examples.wordcount import WordCount
 
 def test_consumer_advertises_its_shard_service_under_the_given_host(etcd, etcd_root, tmp_path) -> None:
     with pytest.raises(ValueError, match="--advertise HOST"):
-        Consumer(WordCount(str(tmp_path)), etcd.endpoint, "http://127.0.0.1:1", root=etcd_root, host="0.0.0.0")
+        Consumer(
+            WordCount(str(tmp_path)), etcd.endpoint, "http://127.0.0.1:1", root=etcd_root, host="0.0.0.0"
+        )
     consumer = Consumer(
         WordCount(str(tmp_path)), etcd.endpoint, "http://127.0.0.1:1", root=etcd_root, lease_ttl_s=5,
         host="127.0.0.1", advertise="localhost",

@@ -67,31 +67,49 @@ def test_a_member_paused_past_its_lease_exits_saying_why_and_is_restarted(
     cluster.wait_for_routes()
     db_dir = str(tmp_path / "db")
     os.makedirs(db_dir)
-    group = cluster.run_consumer(wordcount.WordCount(db_dir), wordcount.shards(2, max_txn_duration="50ms"), processes=2)
+    group = cluster.run_consumer(
+        wordcount.WordCount(db_dir), wordcount.shards(2, max_txn_duration="50ms"), processes=2
+    )
     group.wait_for_primaries()
     shards = group.client()
     words = [f"w{i % 7}" for i in range(300)]
     heads = wordcount.publish_words(client, words[:100], 2)
     for i in range(2):
-        shards.stat_shard(f"count-{i:03d}", {wordcount.words_journal(i): heads[wordcount.words_journal(i)]}, timeout=60)
+        shards.stat_shard(
+            f"count-{i:03d}", {wordcount.words_journal(i): heads[wordcount.words_journal(i)]}, timeout=60
+        )
 
     victim = group.members[0]
     old_pid, old_suffix, old_log = victim.proc.pid, victim.suffix, victim.log_path
     cluster.pause_consumer(0)
     try:
         # Its lease expires: its member key and assignments go, and the other member takes its shards.
-        group.wait_for(lambda s: old_suffix not in _suffixes(s) and _all_primary(s), 60, "the paused member's shards to move")
+        group.wait_for(
+            lambda s: old_suffix not in _suffixes(s) and _all_primary(s),
+            60,
+            "the paused member's shards to move",
+        )
     finally:
         cluster.resume_consumer(0)
 
     with caplog.at_level(logging.WARNING, logger="gazette.consumer.runner"):
         wait_for("the resumed member to exit and be restarted", lambda: group.restarts == 1, 60)
     (exit_,) = group.exits
-    assert (exit_.index, exit_.suffix, exit_.returncode, exit_.restarted) == (0, old_suffix, LEASE_LOST_EXIT_CODE, True)
-    assert exit_.reason.startswith("its etcd lease was lost") and f"exit status {LEASE_LOST_EXIT_CODE}" in exit_.reason
+    assert (exit_.index, exit_.suffix, exit_.returncode, exit_.restarted) == (
+        0,
+        old_suffix,
+        LEASE_LOST_EXIT_CODE,
+        True,
+    )
+    assert (
+        exit_.reason.startswith("its etcd lease was lost")
+        and f"exit status {LEASE_LOST_EXIT_CODE}" in exit_.reason
+    )
     assert cluster.consumer_restarts == 1 and group.members[0].restarts == 1
     assert group.members[0].proc.pid != old_pid and group.members[0].suffix != old_suffix
-    assert f"consumer member 0 (local#{old_suffix})" in caplog.text and "its etcd lease was lost" in caplog.text
+    assert (
+        f"consumer member 0 (local#{old_suffix})" in caplog.text and "its etcd lease was lost" in caplog.text
+    )
     # `gazette consumer run`'s own last word, in the old member's log.
     exit_lines = [line for line in open(old_log).read().splitlines() if line.startswith(EXIT_LINE_PREFIX)]
     assert exit_lines == [
@@ -104,14 +122,18 @@ def test_a_member_paused_past_its_lease_exits_saying_why_and_is_restarted(
     group.wait_for_primaries()
     heads = wordcount.publish_words(client, words[100:], 2)
     for i in range(2):
-        shards.stat_shard(f"count-{i:03d}", {wordcount.words_journal(i): heads[wordcount.words_journal(i)]}, timeout=60)
+        shards.stat_shard(
+            f"count-{i:03d}", {wordcount.words_journal(i): heads[wordcount.words_journal(i)]}, timeout=60
+        )
     assert wordcount.store_counts(db_dir) == dict(Counter(words))
     assert group.restarts == 1  # one exit, one restart
 
     # A member the group stops itself is not restarted.
     group.kill(1)
     assert group.members[1].proc.returncode == -9
-    group.wait_for(lambda s: group.members[1].suffix not in _suffixes(s) and _all_primary(s), 60, "member 1 gone")
+    group.wait_for(
+        lambda s: group.members[1].suffix not in _suffixes(s) and _all_primary(s), 60, "member 1 gone"
+    )
     assert group.restarts == 1 and len(group.exits) == 1
 
 
@@ -140,7 +162,9 @@ def test_an_in_process_member_that_stops_itself_is_restarted_or_reported(
     assert f"consumer member 0 (local#{old_suffix})" in caplog.text
     if restart:
         assert group.restarts == cluster.consumer_restarts == 1 and group.members[0].consumer is not consumer
-        group.wait_for(lambda s: _all_primary(s) and s[0].primary.suffix == group.members[0].suffix, 60, "it back")
+        group.wait_for(
+            lambda s: _all_primary(s) and s[0].primary.suffix == group.members[0].suffix, 60, "it back"
+        )
         heads = wordcount.publish_words(client, ["a", "b", "a"], 1)
         group.client().stat_shard("count-000", heads, timeout=60)
         assert wordcount.store_counts(db_dir) == {"a": 2, "b": 1}

@@ -31,12 +31,6 @@ LOG = f"{PREFIX}/{SHARD_ID}"
 NDJSON = {"content-type": "application/x-ndjson"}
 
 
-
-
-
-
-
-
 class Tally(Application):
     """Counts messages per key in a JSONFileStore (a file of the shard's recorded directory)."""
 
@@ -174,8 +168,14 @@ def test_recover_then_prune_by_hints(cluster, etcd_root, tmp_path) -> None:
     # `.primary` key (here: the verified backup, which needs no lower offset than the stored ones).
     fetched = shard_client.get_hints(SHARD_ID)
     assert (fetched.primary, fetched.backups) == (hints.primary, hints.backups)
-    shard_client.apply_shards([ShardChange(upsert=spec, expect_mod_revision=-1, primary_hints=hints.backups[0])])
-    assert shard_client.get_hints(SHARD_ID).primary == hints.backups[0] == _hints(cluster.etcd_endpoint, spec).primary
+    shard_client.apply_shards(
+        [ShardChange(upsert=spec, expect_mod_revision=-1, primary_hints=hints.backups[0])]
+    )
+    assert (
+        shard_client.get_hints(SHARD_ID).primary
+        == hints.backups[0]
+        == _hints(cluster.etcd_endpoint, spec).primary
+    )
     hints = _hints(cluster.etcd_endpoint, spec)
     offset = needed.offset
     needed = needed_offset(LOG, stored_hints(hints, spec.hint_prefix, SHARD_ID))

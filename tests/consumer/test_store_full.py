@@ -46,7 +46,9 @@ def test_a_full_store_disk_fails_the_shard_naming_the_database_and_loses_nothing
     client = cluster.client()
     client.apply_journals(wordcount.journals(1, store=cluster.store))
     cluster.wait_for_routes()
-    group = cluster.run_consumer(wordcount.WordCount(str(db_dir)), wordcount.shards(1, max_txn_duration="50ms"))
+    group = cluster.run_consumer(
+        wordcount.WordCount(str(db_dir)), wordcount.shards(1, max_txn_duration="50ms")
+    )
     group.wait_for_primaries()
     wordcount.publish_words(client, WORDS, 1)
 

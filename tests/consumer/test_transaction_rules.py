@@ -56,9 +56,7 @@ class Batches(Application):
 
 def _start(cluster, app: Application, hooks: Hooks | None = None):  # type: ignore[no-untyped-def]
     client = cluster.client()
-    client.apply_journals(
-        [JournalSpec(name=j, replication=1, labels=JSON) for j in (INPUT, OUTPUT)]
-    )
+    client.apply_journals([JournalSpec(name=j, replication=1, labels=JSON) for j in (INPUT, OUTPUT)])
     cluster.wait_for_routes()
     spec = ShardSpec("rules-000", [INPUT], min_txn_duration="2s", max_txn_duration="10s")
     group = cluster.run_consumer(app, [spec], hooks=hooks or Hooks())

@@ -50,4 +50,3 @@ def workloads() -> Iterator[Callable[..., Workload]]:
     yield make
     for w in started:
         w.close()
-

@@ -61,7 +61,11 @@ def create_journal(cluster: LocalCluster, name: str, replication: int = REPLICAT
     cluster.client().apply_journals(
         [
             cluster.journal_spec(
-                name, replication=replication, fragment_length=256 * 1024, compression="none", refresh_interval="1s"
+                name,
+                replication=replication,
+                fragment_length=256 * 1024,
+                compression="none",
+                refresh_interval="1s",
             )
         ]
     )
@@ -122,9 +126,14 @@ def route_consistent(cluster: LocalCluster, journal: str) -> bool:
     prefix = layout.item_assign_prefix(cluster.root, journal)
     raw = prefix.encode()
     body = json.dumps(
-        {"key": base64.b64encode(raw).decode(), "range_end": base64.b64encode(raw[:-1] + bytes([raw[-1] + 1])).decode()}
+        {
+            "key": base64.b64encode(raw).decode(),
+            "range_end": base64.b64encode(raw[:-1] + bytes([raw[-1] + 1])).decode(),
+        }
     )
-    request = urllib.request.Request(f"{cluster.etcd_endpoint}/v3/kv/range", data=body.encode(), method="POST")
+    request = urllib.request.Request(
+        f"{cluster.etcd_endpoint}/v3/kv/range", data=body.encode(), method="POST"
+    )
     with urllib.request.build_opener(urllib.request.ProxyHandler({})).open(request, timeout=10) as resp:
         kvs = json.loads(resp.read()).get("kvs", [])
     if not kvs:
@@ -148,7 +157,13 @@ def log_tails(cluster: LocalCluster, lines: int = 40) -> str:
     it to write them to its log): the report of a failed fault test."""
     asked = {}
     for h in cluster.brokers:
-        if h.pid is not None and h.running and h.kind != "gazette" and h.log_path and os.path.exists(h.log_path):
+        if (
+            h.pid is not None
+            and h.running
+            and h.kind != "gazette"
+            and h.log_path
+            and os.path.exists(h.log_path)
+        ):
             asked[h.index] = os.path.getsize(h.log_path)
             os.kill(h.pid, signal.SIGUSR2)
     deadline = time.monotonic() + 5.0
@@ -160,7 +175,11 @@ def log_tails(cluster: LocalCluster, lines: int = 40) -> str:
         while True:
             with open(h.log_path, errors="replace") as f:
                 text = f.read()
-            if h.index not in asked or TASK_DUMP_MARK in text[asked[h.index] :] or time.monotonic() > deadline:
+            if (
+                h.index not in asked
+                or TASK_DUMP_MARK in text[asked[h.index] :]
+                or time.monotonic() > deadline
+            ):
                 break
             time.sleep(0.1)  # a diagnostic on the failure path: the broker writes its dump soon
         logged, dump = (text[: asked[h.index]], text[asked[h.index] :]) if h.index in asked else (text, "")

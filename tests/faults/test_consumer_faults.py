@@ -93,7 +93,8 @@ class _Publishing:
     def __init__(self, chunkers: list[streamsum.Chunker], step: int | None) -> None:
         self.errors: list[BaseException] = []
         self.threads = [
-            threading.Thread(target=self._work, args=(ch, step), name=f"chunker-{i}") for i, ch in enumerate(chunkers)
+            threading.Thread(target=self._work, args=(ch, step), name=f"chunker-{i}")
+            for i, ch in enumerate(chunkers)
         ]
         for t in self.threads:
             t.start()
@@ -147,7 +148,9 @@ def test_stream_sums_verify_through_summer_and_broker_sigkills(
     )
     group.wait_for(_placed, 120, "a PRIMARY and a STANDBY of every shard")
     chunkers = [
-        streamsum.Chunker(client, SOURCE_PARTITIONS, streams=8 * rounds, chunks=3, seed=seed * CHUNKER_WORKERS + i)
+        streamsum.Chunker(
+            client, SOURCE_PARTITIONS, streams=8 * rounds, chunks=3, seed=seed * CHUNKER_WORKERS + i
+        )
         for i in range(CHUNKER_WORKERS)
     ]
     expected = {sid: want for ch in chunkers for sid, want in ch.expected.items()}
@@ -228,9 +231,7 @@ def _raw_sums(client, offset: int = 0) -> list[dict]:
 
 
 @pytest.mark.parametrize("store", ["sql", "json"])
-def test_a_zombie_primary_is_fenced_by_its_store(
-    make_cluster, etcd_root, tmp_path, store: str
-) -> None:
+def test_a_zombie_primary_is_fenced_by_its_store(make_cluster, etcd_root, tmp_path, store: str) -> None:
     """Scenario 2: the primary is SIGSTOPped inside a transaction, its hot standby is promoted,
     recovers and commits; the old primary resumes believing it is still primary (its etcd view is
     held back by gazette.testing.zombie), and only its store's fence (SQLStore's fence column, or the
@@ -249,7 +250,9 @@ def test_a_zombie_primary_is_fenced_by_its_store(
         min_txn_duration=ZOMBIE_MIN_TXN, max_txn_duration="60s",
     )  # fmt: skip
     # Members run through the zombie entry point: a SIGUSR1 makes one a zombie.
-    group = cluster.run_consumer(app, [spec], processes=2, root=f"{etcd_root}/consumers", entry_module=ZOMBIE_ENTRY)
+    group = cluster.run_consumer(
+        app, [spec], processes=2, root=f"{etcd_root}/consumers", entry_module=ZOMBIE_ENTRY
+    )
     (placed,) = group.wait_for(_placed, 120, "a PRIMARY and a STANDBY")
     codes = _replicas([placed])[spec.id]
     zombie = _member_of(next(s for s, c in codes.items() if c == ReplicaCode.PRIMARY))
@@ -275,7 +278,9 @@ def test_a_zombie_primary_is_fenced_by_its_store(
             lambda shards: _replicas(shards)[spec.id].get(successor_suffix) == ReplicaCode.PRIMARY,
             120, "the standby to become PRIMARY",
         )  # fmt: skip
-        streamsum.verify(client, second.expected, offset=after_first, timeout=90, list_shards=group.list_shards)
+        streamsum.verify(
+            client, second.expected, offset=after_first, timeout=90, list_shards=group.list_shards
+        )
     finally:
         cluster.resume_consumer(zombie)
 

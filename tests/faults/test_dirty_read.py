@@ -146,7 +146,8 @@ def test_a_replica_serves_an_append_only_once_every_member_holds_it(tmp_path: Pa
         async def read(endpoint: str, *, do_not_proxy: bool) -> tuple[bytes, list[int]]:
             out, statuses = bytearray(), []
             call = channels.stub(endpoint).Read(
-                pb.ReadRequest(journal=journal, offset=head, block=False, do_not_proxy=do_not_proxy), timeout=10.0
+                pb.ReadRequest(journal=journal, offset=head, block=False, do_not_proxy=do_not_proxy),
+                timeout=10.0,
             )
             async for resp in call:
                 out += resp.content
@@ -167,14 +168,20 @@ def test_a_replica_serves_an_append_only_once_every_member_holds_it(tmp_path: Pa
             r = cluster.brokers[replica]
             wait_for(
                 "the replica to commit the append",
-                lambda: held_back_commits(cluster, replica) > held_before or (pending.done() and pending.result()),
+                lambda: (
+                    held_back_commits(cluster, replica) > held_before or (pending.done() and pending.result())
+                ),
             )
             assert not pending.done(), f"the append ended while a member was paused: {pending.result()}"
             for endpoint, do_not_proxy in [
                 (r.endpoint, True), (r.endpoint, False), (cluster.brokers[primary].endpoint, True),
             ]:  # fmt: skip
                 got, statuses = loop.run(read(endpoint, do_not_proxy=do_not_proxy))
-                assert got == b"" and statuses[-1] == pb.OFFSET_NOT_YET_AVAILABLE, (endpoint, do_not_proxy, got)
+                assert got == b"" and statuses[-1] == pb.OFFSET_NOT_YET_AVAILABLE, (
+                    endpoint,
+                    do_not_proxy,
+                    got,
+                )
             assert not pending.done()
             cluster.resume_broker(paused)
             res = pending.result(60)

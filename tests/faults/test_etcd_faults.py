@@ -24,7 +24,9 @@ from gazette.local.cluster import LocalCluster
 PAUSE_S = LEASE_TTL_S + 3  # longer than the lease TTL
 
 
-def _recovered(cluster: LocalCluster, work, journal: str, probe: str, t_back: float, deadline_s: float = 60.0) -> None:
+def _recovered(
+    cluster: LocalCluster, work, journal: str, probe: str, t_back: float, deadline_s: float = 60.0
+) -> None:
     """The brokers' KeySpaces follow etcd again (a journal created now gets a full route and takes
     appends) and the writers are acknowledged again."""
     create_journal(cluster, probe)
@@ -55,8 +57,13 @@ def test_etcd_restart_under_load_loses_nothing_acknowledged(make_cluster, worklo
         cluster.embedded_etcd.restart()  # SIGTERM, then the same ports and data directory
         t_back = time.monotonic()
         _recovered(cluster, work, journal, "faults/etcd/restart-probe", t_back)
-        wait_for("the appends in flight at the etcd restart to end", lambda: work.ended_after(before, t_fault))
-        say(report, f"etcd restart ({t_back - t_fault:.1f} s): writers unavailable {work.unavailability(t_fault):.2f} s")
+        wait_for(
+            "the appends in flight at the etcd restart to end", lambda: work.ended_after(before, t_fault)
+        )
+        say(
+            report,
+            f"etcd restart ({t_back - t_fault:.1f} s): writers unavailable {work.unavailability(t_fault):.2f} s",
+        )
         _check_journal(work, endpoints, journal, report)
     except BaseException:
         print(log_tails(cluster))
@@ -82,7 +89,10 @@ def test_etcd_paused_past_the_lease_ttl_loses_nothing_acknowledged(make_cluster,
         t_back = time.monotonic()
         # Brokers announce again under a new lease and keep their replicated spools; one that
         # exited anyway (it should not) is restarted, as its supervisor would.
-        wait_for("each broker to serve or exit", lambda: all(h.proc.poll() is not None or h.endpoint for h in cluster.brokers))
+        wait_for(
+            "each broker to serve or exit",
+            lambda: all(h.proc.poll() is not None or h.endpoint for h in cluster.brokers),
+        )
         exited = [h.index for h in cluster.brokers if not h.running]
         for i in exited:
             cluster.restart_broker(i)

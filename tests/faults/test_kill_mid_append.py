@@ -42,7 +42,10 @@ def test_sigkill_primary_mid_streaming_append_is_all_or_nothing(make_cluster, wo
         def spooled_everywhere() -> bool:
             # The primary forwards content to its peers before spooling it: once both replicas'
             # spool files hold most of what was sent, the append is truly in the middle of replicating.
-            return all(max(spool_file_sizes(cluster.brokers[r].pid), default=0) >= SPOOLED_AT_REPLICAS for r in replicas)
+            return all(
+                max(spool_file_sizes(cluster.brokers[r].pid), default=0) >= SPOOLED_AT_REPLICAS
+                for r in replicas
+            )
 
         wait_for("the replicas to spool the streamed content", spooled_everywhere)
         before = work.inflight_keys()
@@ -61,7 +64,9 @@ def test_sigkill_primary_mid_streaming_append_is_all_or_nothing(make_cluster, wo
         wait_for("an acknowledgement after the restart", lambda: work.acks_after(t_up) > 0)
         landed = work.ended_after(before | {a.key}, t_kill)
         assert landed, "the SIGKILL landed with no append in flight"
-        report.append(f"writer unavailable {work.unavailability(t_kill):.2f} s across the SIGKILL of the primary")
+        report.append(
+            f"writer unavailable {work.unavailability(t_kill):.2f} s across the SIGKILL of the primary"
+        )
 
         work.stop_writers()
         content = work.run(read_journal(work._channels, endpoints(), JOURNAL, 180.0))

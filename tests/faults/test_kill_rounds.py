@@ -27,7 +27,11 @@ READ_BACK_DEADLINE_S = 180.0  # a replica persists a fragment only it holds afte
 
 
 @pytest.mark.parametrize(
-    "rounds", [pytest.param(3, id="ci"), pytest.param(50, id="soak", marks=[pytest.mark.soak, pytest.mark.timeout(3600)])]
+    "rounds",
+    [
+        pytest.param(3, id="ci"),
+        pytest.param(50, id="soak", marks=[pytest.mark.soak, pytest.mark.timeout(3600)]),
+    ],
 )
 def test_sigkill_a_route_member_loses_nothing_acknowledged(make_cluster, workloads, rounds: int) -> None:
     seed = int(os.environ.get("GAZETTE_FAULT_SEED", time.time_ns() % 1_000_000))
@@ -60,7 +64,7 @@ def test_sigkill_a_route_member_loses_nothing_acknowledged(make_cluster, workloa
             say(
                 report,
                 f"round {n}: SIGKILL {role} broker-{victim}, down {down_s:.2f} s, "
-                f"{len(landed)} appends in flight, writers unavailable {work.unavailability(t_kill):.2f} s"
+                f"{len(landed)} appends in flight, writers unavailable {work.unavailability(t_kill):.2f} s",
             )
         work.stop_writers()
         content = work.run(read_journal(work._channels, endpoints(), JOURNAL, READ_BACK_DEADLINE_S))

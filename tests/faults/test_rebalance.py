@@ -29,7 +29,9 @@ def test_join_and_graceful_exit_under_load_fail_no_append(make_cluster, workload
     for j in JOURNALS:
         create_journal(cluster, j)
     stays = cluster.brokers[STAYS].endpoint
-    works = [workloads(j, lambda: [stays], writers=1, seed=6 + i, client=True) for i, j in enumerate(JOURNALS)]
+    works = [
+        workloads(j, lambda: [stays], writers=1, seed=6 + i, client=True) for i, j in enumerate(JOURNALS)
+    ]
     report: list[str] = []
 
     def settled(exclude: set[int]) -> bool:
@@ -54,14 +56,20 @@ def test_join_and_graceful_exit_under_load_fail_no_append(make_cluster, workload
         t_gone = time.monotonic()
         wait_for("routes without the exited broker", lambda: settled({EXITS}))
         t_settled = time.monotonic()
-        say(report, f"broker-{EXITS} exited gracefully in {t_gone - t_exit:.1f} s; routes settled {t_settled - t_gone:.1f} s later")
+        say(
+            report,
+            f"broker-{EXITS} exited gracefully in {t_gone - t_exit:.1f} s; routes settled {t_settled - t_gone:.1f} s later",
+        )
         for w in works:
             # A client append that failed ends its writer: that is reported below, not waited out here.
             wait_for(
                 "acknowledgements after the exit",
                 lambda w=w: w.acks_after(t_settled) >= 5 or FAILED in w.outcomes(),
             )
-        wait_for("the appends in flight at the join to end", lambda: any(w.ended_after(before, t_join) for w in works))
+        wait_for(
+            "the appends in flight at the join to end",
+            lambda: any(w.ended_after(before, t_join) for w in works),
+        )
         for j, w in zip(JOURNALS, works, strict=True):
             failed = [a for a in w.attempts if a.outcome == FAILED]
             assert not failed, f"client appends to {j} failed: {[(a.key, a.detail) for a in failed[:3]]}"
@@ -73,10 +81,17 @@ def test_join_and_graceful_exit_under_load_fail_no_append(make_cluster, workload
         for j, w in zip(JOURNALS, works, strict=True):
             w.stop_writers()
             members, _ = route_of(cluster, j)
-            content = w.run(read_journal(w._channels, [cluster.brokers[m].endpoint for m in members], j, 180.0))
-            wait_for("the reader to reach the write head", lambda w=w, n=len(content): len(w.read_bytes) >= n, 60)
+            content = w.run(
+                read_journal(w._channels, [cluster.brokers[m].endpoint for m in members], j, 180.0)
+            )
+            wait_for(
+                "the reader to reach the write head", lambda w=w, n=len(content): len(w.read_bytes) >= n, 60
+            )
             verdict = verify(content, w.attempts, bytes(w.read_bytes), retried_inside=True)
-            say(report, f"{j}: {len(content)} bytes, {verdict.records} records, {verdict.duplicates} duplicates, outcomes {w.outcomes()}")
+            say(
+                report,
+                f"{j}: {len(content)} bytes, {verdict.records} records, {verdict.duplicates} duplicates, outcomes {w.outcomes()}",
+            )
             verdict.assert_ok()
     except BaseException:
         print(log_tails(cluster))

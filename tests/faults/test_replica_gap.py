@@ -74,7 +74,9 @@ def test_a_blocking_read_at_a_late_replica_is_not_held_until_the_gap_is_persiste
         reader.start()
         client.append(JOURNAL, after)
         reader.join(READ_BOUND_S)
-        assert not reader.is_alive(), f"the blocking read at the late replica is still waiting ({b''.join(got)!r})"
+        assert not reader.is_alive(), (
+            f"the blocking read at the late replica is still waiting ({b''.join(got)!r})"
+        )
         assert b"".join(got) == (before + after)[start:]
     finally:
         via_late.close()

@@ -152,7 +152,9 @@ def test_a_zombie_whose_prepare_lands_after_its_successor_committed(
     app = reports.BatchReports(store_url, db_dir, cleanup_interval_s=CLEANUP_INTERVAL_S)
     spec = reports.shard(hot_standbys=1, hint_prefix=f"{etcd_root}/hints" if json_store else "")
     # Members run through the zombie entry point: a SIGUSR1 makes one a zombie.
-    group = cluster.run_consumer(app, [spec], processes=2, root=f"{etcd_root}/consumers", entry_module=ZOMBIE_ENTRY)
+    group = cluster.run_consumer(
+        app, [spec], processes=2, root=f"{etcd_root}/consumers", entry_module=ZOMBIE_ENTRY
+    )
     try:
         codes = _replicas(group.wait_for(_placed, 120, "a PRIMARY and a STANDBY"))
         primary = next(s for s, c in codes.items() if c == ReplicaCode.PRIMARY)

@@ -61,7 +61,9 @@ def test_primary_paused_past_its_lease_cannot_append_after_resuming(make_cluster
             report.append(f"append {a.writer} through the resumed old primary: {a.outcome} ({a.detail})")
         assert held.attempt.key in before and held.attempt.ended > t_resume
         assert work.ended_after(before, t_pause), "the pause landed with no append in flight"
-        report.append(f"writers unavailable {work.unavailability(t_pause):.2f} s across the pause of the primary")
+        report.append(
+            f"writers unavailable {work.unavailability(t_pause):.2f} s across the pause of the primary"
+        )
 
         new_route = [cluster.brokers[m].endpoint for m in route_of(cluster, JOURNAL, paused)[0]]
         work.stop_writers()

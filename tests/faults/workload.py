@@ -46,7 +46,12 @@ def payload(writer: str, seq: int, attempt: int, part: int, length: int) -> byte
 
 def record(writer: str, seq: int, attempt: int, part: int, nparts: int, length: int) -> bytes:
     return b"%s:%d:%d:%d/%d:%s\n" % (
-        writer.encode(), seq, attempt, part, nparts, payload(writer, seq, attempt, part, length)
+        writer.encode(),
+        seq,
+        attempt,
+        part,
+        nparts,
+        payload(writer, seq, attempt, part, length),
     )
 
 
@@ -250,7 +255,13 @@ class Workload:
                     outcome, detail = FAILED, Status(resp.status).name
             finally:
                 with self._lock:
-                    a.ended, a.outcome, a.detail, a.begin, a.end = time.monotonic(), outcome, detail, begin, end
+                    a.ended, a.outcome, a.detail, a.begin, a.end = (
+                        time.monotonic(),
+                        outcome,
+                        detail,
+                        begin,
+                        end,
+                    )
                     self.inflight.pop(a.key, None)
 
         return held, asyncio.run_coroutine_threadsafe(run(), self._loop.loop)
@@ -260,7 +271,9 @@ class Workload:
         with self._lock:
             return set(self.inflight)
 
-    def busy_moment(self, deadline_s: float = 30.0, poll_s: float = 0.001) -> tuple[float, set[tuple[str, int, int]]]:
+    def busy_moment(
+        self, deadline_s: float = 30.0, poll_s: float = 0.001
+    ) -> tuple[float, set[tuple[str, int, int]]]:
         """Waits for a moment with appends in flight, so a fault sent at once lands on a busy writer:
         returns that moment and the keys in flight then (the time is read first, so each of those
         appends ends after it). Writers can all be between attempts, backing off after a failure,
@@ -337,7 +350,13 @@ class Workload:
                         outcome, begin, end = ACKED, res.begin, res.end
                     finally:
                         with self._lock:
-                            a.ended, a.outcome, a.detail, a.begin, a.end = time.monotonic(), outcome, detail, begin, end
+                            a.ended, a.outcome, a.detail, a.begin, a.end = (
+                                time.monotonic(),
+                                outcome,
+                                detail,
+                                begin,
+                                end,
+                            )
                             self.inflight.pop(a.key, None)
                     if outcome != ACKED:
                         return
@@ -356,7 +375,13 @@ class Workload:
                         outcome, detail = FAILED, Status(resp.status).name
                 finally:
                     with self._lock:
-                        a.ended, a.outcome, a.detail, a.begin, a.end = time.monotonic(), outcome, detail, begin, end
+                        a.ended, a.outcome, a.detail, a.begin, a.end = (
+                            time.monotonic(),
+                            outcome,
+                            detail,
+                            begin,
+                            end,
+                        )
                         self.inflight.pop(a.key, None)
                 if outcome == ACKED:
                     break
@@ -409,7 +434,8 @@ async def write_head(channels: Channels, endpoints: list[str], journal: str, dea
         for endpoint in endpoints:
             try:
                 async for resp in channels.stub(endpoint).Read(
-                    pb.ReadRequest(journal=journal, offset=-1, metadata_only=True, do_not_proxy=True), timeout=5.0
+                    pb.ReadRequest(journal=journal, offset=-1, metadata_only=True, do_not_proxy=True),
+                    timeout=5.0,
                 ):
                     if resp.status in (pb.OK, pb.OFFSET_NOT_YET_AVAILABLE):
                         heads.append(resp.write_head)
@@ -445,7 +471,9 @@ async def read_journal(channels: Channels, endpoints: list[str], journal: str, d
             async for resp in call:
                 if resp.content:
                     if resp.offset != len(out):
-                        raise AssertionError(f"read of {journal} got content at {resp.offset}, expected {len(out)}")
+                        raise AssertionError(
+                            f"read of {journal} got content at {resp.offset}, expected {len(out)}"
+                        )
                     out += resp.content
                 elif resp.status not in (pb.OK, pb.OFFSET_NOT_YET_AVAILABLE):
                     break
@@ -473,7 +501,11 @@ class Verdict:
 
 
 def verify(
-    content: bytes, attempts: list[Attempt], read_by_reader: bytes | None = None, *, retried_inside: bool = False
+    content: bytes,
+    attempts: list[Attempt],
+    read_by_reader: bytes | None = None,
+    *,
+    retried_inside: bool = False,
 ) -> Verdict:
     """Checks the journal's bytes against every attempt the writers made.
 
@@ -571,6 +603,8 @@ def verify(
         if i and max_end_by_ack[i - 1] > b.begin:
             problems.append(f"{b.key} at {b.begin} sits before an append acknowledged before it began")
     if read_by_reader is not None and content[: len(read_by_reader)] != read_by_reader:
-        at = next((i for i, (x, y) in enumerate(zip(read_by_reader, content, strict=False)) if x != y), len(content))
+        at = next(
+            (i for i, (x, y) in enumerate(zip(read_by_reader, content, strict=False)) if x != y), len(content)
+        )
         problems.append(f"the concurrent reader saw bytes the journal does not hold (from offset {at})")
     return Verdict(records, sum(len(b) for b in copies.values()), duplicates, ambiguous_landed, problems)

@@ -40,7 +40,9 @@ def gazette_source() -> Path:
     version = peer_version()
     if go is None or version == "unknown":
         missing("Gazette's source is read from the Go module cache: Go or the peers are missing", PEERS_STEP)
-    cache = subprocess.run([go, "env", "GOMODCACHE"], capture_output=True, text=True, check=True).stdout.strip()
+    cache = subprocess.run(
+        [go, "env", "GOMODCACHE"], capture_output=True, text=True, check=True
+    ).stdout.strip()
     path = Path(cache) / f"go.gazette.dev/core@{version}"
     if not path.is_dir():
         pytest.fail(f"{path} is missing although the peers were built from it: run `make peers` again")
@@ -67,7 +69,11 @@ class Gazctl:
     cwd: str
 
     def __call__(
-        self, *args: str, input: str | bytes | None = None, check: bool = True, timeout: float = GAZCTL_TIMEOUT_S
+        self,
+        *args: str,
+        input: str | bytes | None = None,
+        check: bool = True,
+        timeout: float = GAZCTL_TIMEOUT_S,
     ) -> subprocess.CompletedProcess:
         env = dict(os.environ, BROKER_ADDRESS=self.broker, ETCD_ADDRESS=self.etcd, BROKER_CACHE_SIZE="0")
         text = not isinstance(input, bytes)
@@ -85,7 +91,12 @@ class Gazctl:
         """A long-running gazctl (e.g. `journals list --watch`), stdout piped as text; the caller ends it."""
         env = dict(os.environ, BROKER_ADDRESS=self.broker, ETCD_ADDRESS=self.etcd)
         return subprocess.Popen(
-            [self.binary, *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env, cwd=self.cwd
+            [self.binary, *args],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            env=env,
+            cwd=self.cwd,
         )
 
 

@@ -49,7 +49,9 @@ def test_gazettes_example_journalspace_applies_the_same_through_gazctl_and_ours(
 
     one_broker.client().delete_journals(by_gazctl)
     assert _specs(one_broker) == {}
-    out = cli_run.ok(cli_run.gazette("journals", "apply", "--specs", str(path), "--broker", one_broker.broker_endpoints[0]))
+    out = cli_run.ok(
+        cli_run.gazette("journals", "apply", "--specs", str(path), "--broker", one_broker.broker_endpoints[0])
+    )
     by_ours = _specs(one_broker)
     assert by_ours == by_gazctl, (
         "specs differ: "

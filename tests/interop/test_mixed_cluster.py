@@ -101,7 +101,10 @@ def test_mixed_cluster_keeps_every_acknowledged_append_through_sigkills_of_eithe
             create_journal(cluster, journal)
             members, primary = wait_for_full_route(cluster, journal)
             assert {kinds[m] for m in members} == {"gazette", "gazette-py"}, f"{journal}'s route {members}"
-            say(report, f"{journal}: route {[(m, kinds[m]) for m in members]}, primary {primary} ({kinds[primary]})")
+            say(
+                report,
+                f"{journal}: route {[(m, kinds[m]) for m in members]}, primary {primary} ({kinds[primary]})",
+            )
         endpoints = running_endpoints(cluster)
         works = {j: workloads(j, endpoints, writers=2, seed=i) for i, j in enumerate(JOURNALS)}
         for journal, work in works.items():
@@ -117,17 +120,30 @@ def test_mixed_cluster_keeps_every_acknowledged_append_through_sigkills_of_eithe
             t_kill, before = work.busy_moment()
             cluster.kill_broker(victim)
             killed.add(kinds[victim])
-            say(report, f"round {round_no}: SIGKILL of broker {victim} ({kinds[victim]}), primary of {journal}, "
-                f"with {len(before)} appends in flight")
-            wait_for("the in-flight appends to end",
-                     lambda w=work, b=before, t=t_kill: len(w.ended_after(b, t)) == len(b), 120)
+            say(
+                report,
+                f"round {round_no}: SIGKILL of broker {victim} ({kinds[victim]}), primary of {journal}, "
+                f"with {len(before)} appends in flight",
+            )
+            wait_for(
+                "the in-flight appends to end",
+                lambda w=work, b=before, t=t_kill: len(w.ended_after(b, t)) == len(b),
+                120,
+            )
             cluster.restart_broker(victim)
             t_up = time.monotonic()
             for j in JOURNALS:
                 wait_for_full_route(cluster, j, deadline_s=120)
             for j, w in works.items():
-                wait_for(f"an acknowledgement on {j} after the restart", lambda w=w, t=t_up: w.acks_after(t) > 0, 120)
-            say(report, f"round {round_no}: writers of {journal} unavailable {work.unavailability(t_kill):.2f} s")
+                wait_for(
+                    f"an acknowledgement on {j} after the restart",
+                    lambda w=w, t=t_up: w.acks_after(t) > 0,
+                    120,
+                )
+            say(
+                report,
+                f"round {round_no}: writers of {journal} unavailable {work.unavailability(t_kill):.2f} s",
+            )
             if killed == set(KINDS):
                 break
         assert killed == set(KINDS), f"in {MAX_ROUNDS} rounds only {killed} brokers were primary when killed"
@@ -138,12 +154,18 @@ def test_mixed_cluster_keeps_every_acknowledged_append_through_sigkills_of_eithe
             verdict = verify(content, work.attempts, None)
             verdict.assert_ok()
             assert verdict.records > 0
-            say(report, f"{journal}: {len(content)} bytes, {verdict.records} records, outcomes {work.outcomes()}")
+            say(
+                report,
+                f"{journal}: {len(content)} bytes, {verdict.records} records, outcomes {work.outcomes()}",
+            )
 
             members, _ = wait_for_full_route(cluster, journal)
             for m in members:
-                listed = wait_for(f"broker {m}'s fragments of {journal}",
-                                  lambda m=m, j=journal: _member_fragments(cluster.brokers[m].endpoint, j), 60)
+                listed = wait_for(
+                    f"broker {m}'s fragments of {journal}",
+                    lambda m=m, j=journal: _member_fragments(cluster.brokers[m].endpoint, j),
+                    60,
+                )
                 for f in listed:
                     if f.end > len(content):
                         continue  # a spool past what the writers were acknowledged (e.g. still open)
@@ -155,8 +177,11 @@ def test_mixed_cluster_keeps_every_acknowledged_append_through_sigkills_of_eithe
             for f in persisted:
                 data = b"".join(open_fragment(f))  # verifies its length and SHA1 against its name
                 assert data == content[f.begin : f.end], f"persisted {f} differs from the journal"
-            say(report, f"{journal}: {len(persisted)} persisted fragments match, "
-                f"{len(members)} members' listings match")
+            say(
+                report,
+                f"{journal}: {len(persisted)} persisted fragments match, "
+                f"{len(members)} members' listings match",
+            )
     except BaseException:
         print("\n".join(report))
         print(log_tails(cluster))
@@ -187,7 +212,9 @@ def test_flush_says_which_broker_lacks_it(gazette_bin, tmp_path) -> None:
             with pytest.raises(GazetteError) as proxied:
                 via_ours.flush(gazette_primary)
             assert "/gazette_py.Flusher/Flush is not implemented" in str(proxied.value)
-            assert f"the primary of {gazette_primary} at {gazette_ep} is not a gazette-py broker" in str(proxied.value)
+            assert f"the primary of {gazette_primary} at {gazette_ep} is not a gazette-py broker" in str(
+                proxied.value
+            )
             with pytest.raises(GazetteError) as direct:
                 via_gazette.flush(py_primary)
             assert "/gazette_py.Flusher/Flush is not implemented" in str(direct.value)
@@ -204,7 +231,9 @@ def _etcd_range(endpoint: str, prefix: str) -> list[tuple[str, bytes]]:
     return [(base64.b64decode(kv["key"]).decode(), base64.b64decode(kv.get("value", ""))) for kv in kvs]
 
 
-def test_etcd_values_written_by_gazette_brokers_decode_as_ours(gazette_cluster: LocalCluster, gazctl_bin, tmp_path) -> None:
+def test_etcd_values_written_by_gazette_brokers_decode_as_ours(
+    gazette_cluster: LocalCluster, gazctl_bin, tmp_path
+) -> None:
     """Every key a real Gazette cluster wrote under its root (members, a spec gazctl applied,
     the allocator's assignments) is read by our KeySpace decoder to the same facts."""
     cluster = gazette_cluster
@@ -230,7 +259,10 @@ def test_etcd_values_written_by_gazette_brokers_decode_as_ours(gazette_cluster: 
     }
     spec = specs[journal]
     assert (spec.replication, spec.labels.value_of("tier"), spec.fragment_length, spec.compression.name) == (
-        2, "gold", 4096, "GZIP"
+        2,
+        "gold",
+        4096,
+        "GZIP",
     )
     mine = [(k, r) for k, r in assignments if k.item == journal]
     assert len(mine) == 2 and sorted(k.slot for k, _ in mine) == [0, 1]
@@ -242,14 +274,26 @@ def test_etcd_values_written_by_gazette_brokers_decode_as_ours(gazette_cluster: 
     ("kinds", "leader", "reader", "served"),
     [
         # Ours leads: it never serves the commit; a Gazette replica serves what it committed.
-        (["gazette-py", "gazette", "gazette-py", "gazette"], "gazette-py", "gazette", {"leader": b"", "reader": True}),
+        (
+            ["gazette-py", "gazette", "gazette-py", "gazette"],
+            "gazette-py",
+            "gazette",
+            {"leader": b"", "reader": True},
+        ),
         # Gazette's leads (its brokers started first, its allocator places the primaries): it serves
         # the commit, and so does our replica, asking its head.
-        (["gazette", "gazette-py", "gazette", "gazette-py"], "gazette", "gazette-py", {"leader": True, "reader": True}),
+        (
+            ["gazette", "gazette-py", "gazette", "gazette-py"],
+            "gazette",
+            "gazette-py",
+            {"leader": True, "reader": True},
+        ),
     ],
     ids=["gazette-py-primary", "gazette-primary"],
 )
-def test_dirty_reads_remain_where_gazette_serves_or_leads(gazette_bin, tmp_path, kinds, leader, reader, served) -> None:
+def test_dirty_reads_remain_where_gazette_serves_or_leads(
+    gazette_bin, tmp_path, kinds, leader, reader, served
+) -> None:
     """docs/semantics.md#no-dirty-reads in a mixed cluster. An append is committed by a journal's
     primary and one replica while the third member is paused (so it is never acknowledged by all),
     and each is read directly (do_not_proxy) meanwhile. Where ours is primary, it serves none of it; a
@@ -258,8 +302,13 @@ def test_dirty_reads_remain_where_gazette_serves_or_leads(gazette_bin, tmp_path,
     names = [f"interop/dirty/part-{i:03d}" for i in range(8)]
     content = b"committed by the primary and one replica, the third paused\n"
     with LocalCluster(
-        brokers=len(kinds), mode="subprocess", broker_kinds=kinds, zones=ZONES, lease_ttl_s=30,
-        data_dir=str(tmp_path / "c"), log_level="INFO",
+        brokers=len(kinds),
+        mode="subprocess",
+        broker_kinds=kinds,
+        zones=ZONES,
+        lease_ttl_s=30,
+        data_dir=str(tmp_path / "c"),
+        log_level="INFO",
     ) as cluster:  # fmt: skip (a long lease: the paused member keeps it)
         client = cluster.client()
         client.apply_journals([cluster.journal_spec(n, replication=3, compression="none") for n in names])
@@ -298,7 +347,9 @@ def test_dirty_reads_remain_where_gazette_serves_or_leads(gazette_bin, tmp_path,
             seen = {}
             for role, i in (("reader", other), ("leader", primary)):  # those expected to serve it, waited for
                 if served[role] is True:
-                    seen[role] = wait_for(f"the {kinds[i]} {role} to serve the commit", lambda i=i: read_at(i, head))
+                    seen[role] = wait_for(
+                        f"the {kinds[i]} {role} to serve the commit", lambda i=i: read_at(i, head)
+                    )
                 else:
                     seen[role] = read_at(i, head)
             assert not pending.done(), "the append ended while a member was paused"

@@ -158,7 +158,10 @@ def test_apply_and_list_routes_and_selectors_match_gazctl(gazette_cluster, gazct
         assert int(j["mod_revision"]) == info.mod_revision
         members = [(m["zone"], m["suffix"]) for m in j["route"]["members"]]
         assert tuple(members) == info.route.members and j["route"].get("primary", 0) == info.route.primary
-    assert {lb["name"]: lb["value"] for lb in theirs[a]["spec"]["labels"]["labels"]} == {"app": "one", **NDJSON}
+    assert {lb["name"]: lb["value"] for lb in theirs[a]["spec"]["labels"]["labels"]} == {
+        "app": "one",
+        **NDJSON,
+    }
 
     # A journal gazctl applies is listed by gazette-py with its labels and fragment settings.
     d = f"{prefix}from-gazctl"
@@ -259,7 +262,9 @@ def test_large_multi_chunk_append(gazette_cluster, gazctl, prefix) -> None:
     assert (res.begin, res.end) == (5, 5 + len(data))
     assert res.sha1 == hashlib.sha1(data).hexdigest()
     chunks = list(client.read(j, 5))
-    assert [c.offset for c in chunks] == [5 + sum(len(c.content) for c in chunks[:i]) for i in range(len(chunks))]
+    assert [c.offset for c in chunks] == [
+        5 + sum(len(c.content) for c in chunks[:i]) for i in range(len(chunks))
+    ]
     assert b"".join(c.content for c in chunks) == data
     theirs = gazctl_read(gazctl, j)
     assert theirs[:5] == b"head\n" and hashlib.sha1(theirs[5:]).digest() == hashlib.sha1(data).digest()
@@ -326,7 +331,9 @@ def test_persisted_fragments_urls_and_an_offset_jump(gazette_cluster, gazctl, pr
     """Fragments Gazette persisted: listed alike by both sides, read through the broker, and when the
     first is deleted from the store, both readers jump over the hole."""
     client = gazette_cluster.client()
-    (j,) = create(gazette_cluster, spec(gazette_cluster, f"{prefix}frag", fragment_length=1024, refresh_interval=1.0))
+    (j,) = create(
+        gazette_cluster, spec(gazette_cluster, f"{prefix}frag", fragment_length=1024, refresh_interval=1.0)
+    )
     for part in (b"a" * 2000, b"b" * 2000, b"c" * 10):  # each append rolls the spool the one before filled
         client.append(j, part)
 
@@ -461,7 +468,18 @@ def test_publisher_transactions_and_read_committed(gazette_cluster, gazctl, pref
 
     # gazctl prints the raw journal: every message, the rolled-back one and every ACK with our UUIDs.
     lines = [orjson.loads(line) for line in gazctl_read(gazctl, j).splitlines()]
-    assert [m.get("n", "ACK") for m in lines] == ["c1", "t1", "t2", "c2", "ACK", "t3", "ACK", "t4", "ACK", "c3"]
+    assert [m.get("n", "ACK") for m in lines] == [
+        "c1",
+        "t1",
+        "t2",
+        "c2",
+        "ACK",
+        "t3",
+        "ACK",
+        "t4",
+        "ACK",
+        "c3",
+    ]
     raw_uuids = [m["_meta"]["uuid"] for m in lines]
     assert raw_uuids == [str(e.uuid) for e in ReadUncommitted(client, j)]
     assert [u for m, u in zip(lines, raw_uuids, strict=True) if "n" not in m] == [
@@ -473,7 +491,9 @@ def test_modulo_mapping_follows_gazette_listing(gazette_cluster, gazctl, prefix)
     """A watched mapping (Gazette's List watch, regression: the watch never completed a snapshot on
     Gazette) spreads messages by FNV-1a of their key, and follows a partition gazctl adds."""
     client = gazette_cluster.client()
-    parts = create(gazette_cluster, *(spec(gazette_cluster, f"{prefix}part-{i}", labels=NDJSON) for i in range(2)))
+    parts = create(
+        gazette_cluster, *(spec(gazette_cluster, f"{prefix}part-{i}", labels=NDJSON) for i in range(2))
+    )
     mapping = ModuloMapping(client, f"prefix={prefix}", key=lambda m: m["key"])
     publisher = Publisher(client)
     try:
@@ -487,7 +507,9 @@ def test_modulo_mapping_follows_gazette_listing(gazette_cluster, gazctl, prefix)
             assert [orjson.loads(x)["key"] for x in gazctl_read(gazctl, journal).splitlines()] == want
 
         third = f"{prefix}part-2"
-        gazctl("journals", "apply", "--specs", "/dev/stdin", input=gazctl_spec(gazette_cluster, third, **NDJSON))
+        gazctl(
+            "journals", "apply", "--specs", "/dev/stdin", input=gazctl_spec(gazette_cluster, third, **NDJSON)
+        )
         mapping.wait_for_journals(lambda names: names == (*parts, third), timeout=30)
         key = next(k for k in (f"new-{i}" for i in range(100)) if fnv1a32(k.encode()) % 3 == 2)
         publisher.publish_committed(mapping, {"key": key})
@@ -545,18 +567,40 @@ def test_cli_journals_list_append_read_fragments(gazette_cluster, gazctl, prefix
     assert "appended [0, 9)" in out
     gazctl("journals", "append", "-l", f"name={j}", input="from gazctl\n")
     payload = bytes(range(256)) + b"\n"
-    ok(cli(gazette_cluster, "journals", "append", j, "--broker", gazette_cluster.broker_endpoints[2], input=payload))
+    ok(
+        cli(
+            gazette_cluster,
+            "journals",
+            "append",
+            j,
+            "--broker",
+            gazette_cluster.broker_endpoints[2],
+            input=payload,
+        )
+    )
     assert gazctl_read(gazctl, j) == b"from cli\nfrom gazctl\n" + payload
-    assert cli(gazette_cluster, "journals", "read", j, broker=0).stdout == b"from cli\nfrom gazctl\n" + payload
-    assert cli(gazette_cluster, "journals", "read", j, "--offset", "9", "--end-offset", "21").stdout == b"from gazctl\n"
+    assert (
+        cli(gazette_cluster, "journals", "read", j, broker=0).stdout == b"from cli\nfrom gazctl\n" + payload
+    )
+    assert (
+        cli(gazette_cluster, "journals", "read", j, "--offset", "9", "--end-offset", "21").stdout
+        == b"from gazctl\n"
+    )
 
     for part in (b"p" * 1500, b"q" * 5):
         gazctl("journals", "append", "-l", f"name={p}", input=part)
     wait_for("Gazette to persist a fragment", lambda: gazette_cluster.client().list_fragments(p)[0].mod_time)
     # Through broker 0, as the wait and gazctl: each member lists its own index, refreshed on its own.
-    frags = json.loads(ok(cli(gazette_cluster, "journals", "fragments", p, "--url-ttl", "60", "-o", "json", broker=0)))
+    frags = json.loads(
+        ok(cli(gazette_cluster, "journals", "fragments", p, "--url-ttl", "60", "-o", "json", broker=0))
+    )
     want = [
-        (int(t["spec"].get("begin", 0)), int(t["spec"]["end"]), sha1_of_sum(t["spec"]["sum"]), t.get("signed_url", ""))
+        (
+            int(t["spec"].get("begin", 0)),
+            int(t["spec"]["end"]),
+            sha1_of_sum(t["spec"]["sum"]),
+            t.get("signed_url", ""),
+        )
         for t in gazctl_fragments(gazctl, p)
     ]
     assert [(f["begin"], f["end"], f["sha1"], f["url"]) for f in frags] == want
@@ -587,7 +631,9 @@ def test_cli_yaml_round_trips_through_gazctl(gazette_cluster, gazctl, prefix) ->
     assert "compression_codec: GZIP" in theirs
     edited = re.sub(r"(?m)^replication: 2$", "replication: 1", theirs)
     assert "applied 1 change(s)" in ok(cli(gazette_cluster, "journals", "apply", input=edited.encode()))
-    wait_for("gazctl to list our change", lambda: gazctl_list(gazctl, f"name={j}")[j]["spec"]["replication"] == 1)
+    wait_for(
+        "gazctl to list our change", lambda: gazctl_list(gazctl, f"name={j}")[j]["spec"]["replication"] == 1
+    )
 
 
 # --- the %gazette magics ---------------------------------------------------------------------------
@@ -637,10 +683,12 @@ def test_magics_connect_to_gazette_brokers(gazette_cluster, gazctl, prefix, magi
     assert gazctl_read(gazctl, j) == b'{"n": 1}\n{"n": 2}\n'
     raw = m.run(f"read {j}")
     assert raw.column("offset") == [0, 9] and raw.column("content") == ['{"n": 1}', '{"n": 2}']
-    m.run(f'publish {j} \'{{"n": 3}}\'')
+    m.run(f"publish {j} '{{\"n\": 3}}'")
     committed = m.run(f"read {j} --committed")
     assert [orjson.loads(x) for x in committed.column("message")] == [{"n": 1}, {"n": 2}, {"n": 3}]
-    assert orjson.loads(gazctl_read(gazctl, j).splitlines()[-1])["_meta"]["uuid"] == committed.column("uuid")[-1]
+    assert (
+        orjson.loads(gazctl_read(gazctl, j).splitlines()[-1])["_meta"]["uuid"] == committed.column("uuid")[-1]
+    )
     fragments = m.run(f"fragments {j}")  # contiguous (a route change while appending may roll the spool)
     assert fragments.column("begin") == [0, *fragments.column("end")[:-1]]
     assert fragments.column("end")[-1] == len(gazctl_read(gazctl, j))

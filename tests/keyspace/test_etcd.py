@@ -218,7 +218,6 @@ time.sleep(120)
 """
 
 
-
 def test_child_dies_when_its_owner_is_sigkilled() -> None:
     owner_code = OWNER_OF_ETCD
     # The owner is itself spawned, so it cannot outlive this test run either.
@@ -261,7 +260,10 @@ def test_terminate_escalates_to_sigkill() -> None:
 def test_terminate_all_kills_only_those_that_ignore_sigterm() -> None:
     stubborn = "import signal, time; signal.signal(signal.SIGTERM, signal.SIG_IGN); print('ready', flush=True); time.sleep(60)"
     polite = "import time; print('ready', flush=True); time.sleep(60)"
-    procs = [procutil.spawn([sys.executable, "-c", code], stdout=subprocess.PIPE) for code in (stubborn, polite, stubborn)]
+    procs = [
+        procutil.spawn([sys.executable, "-c", code], stdout=subprocess.PIPE)
+        for code in (stubborn, polite, stubborn)
+    ]
     for proc in procs:
         assert proc.stdout is not None and proc.stdout.readline() == b"ready\n"
     procs[1].send_signal(signal.SIGSTOP)  # a paused one is continued, so it can act on its SIGTERM

@@ -26,7 +26,9 @@ def test_a_silently_cut_etcd_connection_is_replaced_within_seconds(etcd) -> None
             await client.put(b"/blackhole-test/key", b"before")
             hole.cut()  # the open connection goes silent; a new one would get through
             started = time.monotonic()
-            while True:  # the call on the dead connection fails (UNAVAILABLE, ping timeout); a retry gets through
+            while (
+                True
+            ):  # the call on the dead connection fails (UNAVAILABLE, ping timeout); a retry gets through
                 try:
                     got = await asyncio.wait_for(client.get(b"/blackhole-test/key"), BOUND_S + 5)
                     break

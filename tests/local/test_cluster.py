@@ -216,7 +216,9 @@ def test_inprocess_mode_refuses_signals_with_a_clear_error(etcd, etcd_root, tmp_
         assert client.read_all("local/inproc/one") == b"ok\n"
 
 
-def test_close_gives_up_on_an_inprocess_broker_stop_that_hangs(etcd, etcd_root, tmp_path, monkeypatch, caplog) -> None:
+def test_close_gives_up_on_an_inprocess_broker_stop_that_hangs(
+    etcd, etcd_root, tmp_path, monkeypatch, caplog
+) -> None:
     """Closing never hangs: an in-process broker whose stop does not finish within the cluster's
     deadline is logged with every task's stack (what it waits on) and cancelled."""
     import asyncio
@@ -259,7 +261,9 @@ def test_wait_for_routes_waits_for_the_view_of_every_broker(etcd, etcd_root, tmp
             wait_for("the route in the first broker's view", lambda: any(
                 i.spec.name == journal and i.route.primary >= 0 for i in via_first.list_journals()
             ))  # fmt: skip
-        with pytest.raises(CallTimeout, match=f"no full route in the view of broker {cluster.broker_endpoints[1]}"):
+        with pytest.raises(
+            CallTimeout, match=f"no full route in the view of broker {cluster.broker_endpoints[1]}"
+        ):
             cluster.wait_for_routes([journal], timeout=2)
         with gazette.connect(broker=cluster.broker_endpoints[1]) as via_trailing:
             with pytest.raises(GazetteError, match="JOURNAL_NOT_FOUND"):

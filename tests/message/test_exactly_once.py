@@ -129,7 +129,11 @@ class ExactlyOnceMachine(RuleBasedStateMachine):
     def setup(self, n_producers: int, ring_size: int) -> None:
         self.journal = f"exactly-once/j-{next(self.journals):05d}"
         self.client.apply_journals(
-            [self.cluster.journal_spec(self.journal, labels={"content-type": NDJSON}, fragment_length=1 << 24)]
+            [
+                self.cluster.journal_spec(
+                    self.journal, labels={"content-type": NDJSON}, fragment_length=1 << 24
+                )
+            ]
         )
         self.producers = PRODUCERS[:n_producers]
         self.clocks = {p: (1 << 60) + i * 1_000_000 * CLOCK_TICK for i, p in enumerate(self.producers)}
@@ -169,7 +173,11 @@ class ExactlyOnceMachine(RuleBasedStateMachine):
             self.clocks[producer] += CLOCK_TICK
             clock = self.clocks[producer]
         uuid = build_uuid(producer, clock, flags)
-        data = FRAMING.encode_ack(uuid) if flags == ACK else FRAMING.encode({"at": f"{producer.hex()}@{clock}"}, uuid)
+        data = (
+            FRAMING.encode_ack(uuid)
+            if flags == ACK
+            else FRAMING.encode({"at": f"{producer.hex()}@{clock}"}, uuid)
+        )
         return Frame(producer, clock, flags, data)
 
     def _write(self, frames: list[Frame], nudge: bool = False) -> None:
@@ -352,4 +360,6 @@ def test_read_committed_delivers_exactly_the_committed_messages(machine: Any) ->
 def test_read_committed_exactly_once_soak(machine: Any) -> None:
     """Under `make soak`: 1000 scripts of up to 150 steps (about 8 minutes against the real broker;
     the soak profile's 5000 would take over half an hour)."""
-    run_state_machine_as_test(machine, settings=settings(MACHINE_SETTINGS, max_examples=1000, stateful_step_count=150))
+    run_state_machine_as_test(
+        machine, settings=settings(MACHINE_SETTINGS, max_examples=1000, stateful_step_count=150)
+    )

@@ -159,7 +159,9 @@ batch_clocks = st.integers(0, 2**64 - 1 - 64 * 160) | st.builds(
 
 @settings(max_examples=300, deadline=None)
 @given(st.binary(min_size=6, max_size=6), batch_clocks, st.integers(0, 40), st.integers(0, 0x3FF))
-def test_uuid_text_runs_are_the_texts_of_each_tick(producer: bytes, clock: int, count: int, flags: int) -> None:
+def test_uuid_text_runs_are_the_texts_of_each_tick(
+    producer: bytes, clock: int, count: int, flags: int
+) -> None:
     runs = UUIDText(producer).runs(clock, count, flags)
     texts = [f"{tl:08x}{rest}" for lows, rest in runs for tl in lows]
     assert texts == [str(build_uuid(producer, clock + i * 160, flags)) for i in range(count)]
@@ -190,7 +192,8 @@ def test_batch_frames_equal_each_message_framed_alone(
     before = copy.deepcopy(batch)
     try:
         expected = b"".join(
-            framing.encode_uuid_text(m, str(build_uuid(producer, clock + i * 160, 1))) for i, m in enumerate(batch)
+            framing.encode_uuid_text(m, str(build_uuid(producer, clock + i * 160, 1)))
+            for i, m in enumerate(batch)
         )
     except FramingError as exc:
         with pytest.raises(FramingError, match=str(exc).split(":")[0]):

@@ -335,9 +335,10 @@ def test_blocking_readers_tail_the_journal(cluster, client):
     journal = _journal(cluster, client)
     p = Producer()
     first = _append(client, journal, [p.frame(OUT, 0), p.frame(OUT, 1)])
-    with ReadCommitted(client, journal, block=True) as committed, ReadUncommitted(
-        client, journal, block=True
-    ) as uncommitted:
+    with (
+        ReadCommitted(client, journal, block=True) as committed,
+        ReadUncommitted(client, journal, block=True) as uncommitted,
+    ):
         c_it, u_it = iter(committed), iter(uncommitted)
         assert _where(_take(c_it, 2)) == first
         assert _where(_take(u_it, 2)) == first
@@ -347,7 +348,10 @@ def test_blocking_readers_tail_the_journal(cluster, client):
         assert _where(_take(c_it, 3)) == later  # committed: once the ACK lands
 
     # From the write head (-1): only what is appended after the read starts.
-    with ReadCommitted(client, journal, -1, block=True) as tail, concurrent.futures.ThreadPoolExecutor(1) as pool:
+    with (
+        ReadCommitted(client, journal, -1, block=True) as tail,
+        concurrent.futures.ThreadPoolExecutor(1) as pool,
+    ):
         pending = pool.submit(next, iter(tail))
         # Wait until the read has started at the head (its sequencer is seeded with it) ...
         deadline = time.monotonic() + WAIT_S
@@ -442,7 +446,9 @@ def test_journals_without_a_known_content_type(cluster, client):
     with pytest.raises(FramingError, match=f"journal '{bare}' has no \"content-type\" label"):
         list(ReadCommitted(client, bare))
     odd = _journal(cluster, client, content_type="text/plain")
-    with pytest.raises(FramingError, match=f'journal \'{odd}\' has label content-type="text/plain", which has no'):
+    with pytest.raises(
+        FramingError, match=f"journal '{odd}' has label content-type=\"text/plain\", which has no"
+    ):
         list(ReadUncommitted(client, odd))
     with pytest.raises(GazetteError, match="reader/missing: it does not exist") as err:
         list(ReadUncommitted(client, "reader/missing"))
@@ -456,7 +462,9 @@ def test_journals_without_a_known_content_type(cluster, client):
 def test_bad_arguments_are_refused(client):
     with pytest.raises(ValidationError, match="read offset -2 of journal 'ab/cd' is not an offset >= -1"):
         ReadUncommitted(client, "ab/cd", -2)
-    with pytest.raises(ValidationError, match="end_offset 5 of journal 'ab/cd' is not None or an offset >= offset 9"):
+    with pytest.raises(
+        ValidationError, match="end_offset 5 of journal 'ab/cd' is not None or an offset >= offset 9"
+    ):
         ReadCommitted(client, "ab/cd", 9, end_offset=5)
     with pytest.raises(ValidationError, match="journal name"):
         ReadCommitted(client, "/bad")
@@ -487,7 +495,9 @@ def test_garbage_frames_are_logged_and_skipped_or_raised_when_strict(cluster, cl
         assert _where(ReadUncommitted(client, journal)) == [where[0], where[2], where[5]]
         assert _where(ReadCommitted(client, journal)) == [where[0], where[2], where[5]]
     for i in (1, 3, 4, 6):
-        assert f"journal {journal}: skipping the undecodable bytes [{where[i][0]}, {where[i][1]})" in caplog.text
+        assert (
+            f"journal {journal}: skipping the undecodable bytes [{where[i][0]}, {where[i][1]})" in caplog.text
+        )
 
     strict = iter(ReadUncommitted(client, journal, strict=True))
     assert _where([next(strict)]) == [where[0]]

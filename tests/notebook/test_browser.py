@@ -71,7 +71,6 @@ LAB_SETTINGS = {
 }
 
 
-
 @pytest.fixture(autouse=True)
 def chromium() -> None:
     """Every test here drives Debian's Chromium: without it they skip, or fail under CI."""

@@ -48,7 +48,10 @@ def test_checkpoint_and_sequencer_views_follow_a_shards_commits(magics, journal)
     # The cluster's journal client answers shard calls too (API.md: client.stat_shard,
     # CheckpointView(client, shard)), through the group's ShardClient.
     journal_client = magics.cluster.client()
-    assert journal_client.stat_shard(SHARD, {journal: head}, timeout=STAT_TIMEOUT_S).read_through[journal] >= head
+    assert (
+        journal_client.stat_shard(SHARD, {journal: head}, timeout=STAT_TIMEOUT_S).read_through[journal]
+        >= head
+    )
     assert CheckpointView(journal_client, SHARD).offsets[journal] == head
     assert [info.spec.id for info in journal_client.list_shards()] == [SHARD]
 

@@ -111,9 +111,17 @@ def test_consumer_group_with_a_bad_argument_raises_validation_error() -> None:
         ConsumerGroup(Application(), etcd="http://127.0.0.1:1", broker="127.0.0.1:1", root="/r", processes=0)
     assert err.value.status == Status.OK
     with pytest.raises(ValidationError, match='consumer mode "thread" is not known'):
-        ConsumerGroup(Application(), etcd="http://127.0.0.1:1", broker="127.0.0.1:1", root="/r", mode="thread")
+        ConsumerGroup(
+            Application(), etcd="http://127.0.0.1:1", broker="127.0.0.1:1", root="/r", mode="thread"
+        )
     with pytest.raises(ConfigurationError, match="entry_module='tests.zombie' .* needs mode='subprocess'"):
-        ConsumerGroup(Application(), etcd="http://127.0.0.1:1", broker="127.0.0.1:1", root="/r", entry_module="tests.zombie")
+        ConsumerGroup(
+            Application(),
+            etcd="http://127.0.0.1:1",
+            broker="127.0.0.1:1",
+            root="/r",
+            entry_module="tests.zombie",
+        )
 
 
 def test_a_fenced_sql_store_raises_fenced_error(tmp_path) -> None:
@@ -170,7 +178,9 @@ async def test_append_service_raises_state_and_append_errors() -> None:
         failed: concurrent.futures.Future = concurrent.futures.Future()
         failed.set_exception(RuntimeError("the dependency broke"))
         future = service.append("tests/errors", b"x\n", dependencies=[failed])
-        with pytest.raises(AppendError, match="append to tests/errors: a dependency failed: the dependency broke"):
+        with pytest.raises(
+            AppendError, match="append to tests/errors: a dependency failed: the dependency broke"
+        ):
             await asyncio.wrap_future(future)
         await service.close()
         with pytest.raises(StateError, match="append service is closed: cannot append to tests/errors"):

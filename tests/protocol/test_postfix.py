@@ -97,7 +97,10 @@ def test_gazette_examples(template: str, rendered: str) -> None:
         ('{{ printf "%016x" .Spool.Begin }}', "0000000000001000"),
         ('{{ .Spool.End | printf "%016x" }}', "0000000000002000"),
         ('{{ printf "%d-%d" .Spool.Begin .Spool.End }}', "4096-8192"),
-        ('{{ printf "%05d" 42 }}_{{ printf "%x" 255 }}_{{ printf "%#o" 8 }}_{{ printf "%s" .Spool.Journal }}', "00042_ff_010_" + JOURNAL),
+        (
+            '{{ printf "%05d" 42 }}_{{ printf "%x" 255 }}_{{ printf "%#o" 8 }}_{{ printf "%s" .Spool.Journal }}',
+            "00042_ff_010_" + JOURNAL,
+        ),
         ('{{ printf "%.3s" "abcdef" }}{{ printf "100%%" }}', "abc100%"),
         ('{{ print "a" 1 "b" 2 .Spool.Journal }}', "a1b2" + JOURNAL),
         ('{{ (.Spool.FirstAppendTime).Year | printf "y%d" }}', "y2024"),
@@ -192,7 +195,11 @@ def test_validate_accepts(template: str) -> None:
         ("{{ .Spool.Begin.Format 5 }}", 3, "can't evaluate field Format in type int64"),
         ('{{ "x" 5 }}', 3, "can't give argument to non-function"),
         ("{{ .Spool.Registers.ValueOf }}", 3, "wrong number of args for ValueOf: want 1 got 0"),
-        ("{{ .Spool.CompressionCodec.ToExtension }}", 3, "error calling ToExtension: invalid CompressionCodec"),
+        (
+            "{{ .Spool.CompressionCodec.ToExtension }}",
+            3,
+            "error calling ToExtension: invalid CompressionCodec",
+        ),
         ("{{ index .Spool.Registers.Labels 0 }}", 3, "error calling index: index out of range: 0"),
         ('{{ .Spool.Begin | printf "%d-%d" }}', 18, "no argument for %d"),
         ('{{ printf "%s" 5 }}', 3, "%s does not apply to a int"),
@@ -231,7 +238,10 @@ def test_validate_rejects_with_position(template: str, pos: int, message: str) -
         ("a/../b", "is not clean"),
         ("has space", "invalid character ' '"),
         ('hour={{ .Spool.FirstAppendTime.Format "15:04" }}', "invalid character ':'"),
-        ("{{ .Spool.FirstAppendTime }}", 'path postfix "0001-01-01 00:00:00 +0000 UTC" has invalid character'),
+        (
+            "{{ .Spool.FirstAppendTime }}",
+            'path postfix "0001-01-01 00:00:00 +0000 UTC" has invalid character',
+        ),
         ('{{ .Spool.Registers.ValueOf "tenant" }}/x', 'must not begin with "/"'),
         ("{{ .Spool.Begin }}}", "invalid character '}'"),  # the last "}" is text, as in Go
         ("x" * 513, "too long"),
@@ -246,7 +256,9 @@ def test_validate_rejects_what_does_not_render_a_clean_relative_path(template: s
 
 def test_render_checks_the_result() -> None:
     template = 't={{ .Spool.Registers.ValueOf "tenant" }}'
-    with pytest.raises(ValidationError, match=re.escape(f'"{template}" does not render a clean relative path')):
+    with pytest.raises(
+        ValidationError, match=re.escape(f'"{template}" does not render a clean relative path')
+    ):
         render(template, registers=LabelSet({"tenant": "a/../b"}))
     with pytest.raises(ValidationError, match=re.escape("path postfix \"t=a b\" has invalid character ' '")):
         render(template, registers=LabelSet({"tenant": "a b"}))
@@ -304,8 +316,20 @@ OLD_SYNTAX = [
         'v1-{{ .Spool.FirstAppendTime.Format "2006" }}',
         "v1-2024",
     ),
-    ("{begin:016x}", 0, '{{ printf "%016x" .Spool.Begin }}', '{{ printf "%016x" .Spool.Begin }}', "0000000000001000"),
-    ("from={begin}/to={end}", 5, "{{ .Spool.Begin }}", "from={{ .Spool.Begin }}/to={{ .Spool.End }}", "from=4096/to=8192"),
+    (
+        "{begin:016x}",
+        0,
+        '{{ printf "%016x" .Spool.Begin }}',
+        '{{ printf "%016x" .Spool.Begin }}',
+        "0000000000001000",
+    ),
+    (
+        "from={begin}/to={end}",
+        5,
+        "{{ .Spool.Begin }}",
+        "from={{ .Spool.Begin }}/to={{ .Spool.End }}",
+        "from=4096/to=8192",
+    ),
     (
         "t={registers.tenant}",
         2,

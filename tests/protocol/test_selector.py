@@ -129,7 +129,10 @@ def test_constructor_normalises() -> None:
     # As Gazette, the prefix mark of an any-value entry is kept (it matches like "env").
     assert LabelSelector([("env", "", True)]).include == (SelectorLabel("env", "", True),)
     assert LabelSelector([("env", "", True)]).matches(LabelSet({"env": "x"}))
-    assert LabelSelector([("bb", "2"), ("aa", "1")]).include == (SelectorLabel("aa", "1"), SelectorLabel("bb", "2"))
+    assert LabelSelector([("bb", "2"), ("aa", "1")]).include == (
+        SelectorLabel("aa", "1"),
+        SelectorLabel("bb", "2"),
+    )
     with pytest.raises(ValidationError, match='label name "e" is too short'):
         LabelSelector([("e", "x")])
     with pytest.raises(ValidationError, match="is not \\(name, value\\[, prefix\\]\\)"):
@@ -138,8 +141,13 @@ def test_constructor_normalises() -> None:
 
 
 LABELS = LabelSet(
-    [("env", "prod"), ("tier", "frontend"), ("topic", "clicks/eu"), ("app.gazette.dev/tag", "a"),
-     ("app.gazette.dev/tag", "b")]
+    [
+        ("env", "prod"),
+        ("tier", "frontend"),
+        ("topic", "clicks/eu"),
+        ("app.gazette.dev/tag", "a"),
+        ("app.gazette.dev/tag", "b"),
+    ]
 )
 
 
@@ -196,7 +204,9 @@ def test_proto_round_trip() -> None:
     msg = s.to_proto()
     assert isinstance(msg, pb.LabelSelector)
     assert [(lbl.name, lbl.value, lbl.prefix) for lbl in msg.include.labels] == [
-        ("env", "prod", False), ("env", "qa", False), ("topic", "a/", True)
+        ("env", "prod", False),
+        ("env", "qa", False),
+        ("topic", "a/", True),
     ]
     assert LabelSelector.from_proto(msg) == s
     assert LabelSelector.from_proto(pb.LabelSelector.FromString(msg.SerializeToString())) == s
@@ -274,7 +284,10 @@ def test_matches_agrees_with_definition(include: list, exclude: list, labels: li
     ls = LabelSet(labels)
 
     def hit(e: SelectorLabel) -> bool:
-        return any(e.value == "" or (v.startswith(e.value) if e.prefix else v == e.value) for v in ls.values_of(e.name))
+        return any(
+            e.value == "" or (v.startswith(e.value) if e.prefix else v == e.value)
+            for v in ls.values_of(e.name)
+        )
 
     names = {e.name for e in s.include}
     expected = not any(hit(e) for e in s.exclude) and all(

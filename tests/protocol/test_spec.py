@@ -112,7 +112,10 @@ def test_content_type() -> None:
 @pytest.mark.parametrize(
     "kw, message",
     [
-        ({"flags": 3}, "flags 3 is not valid (expected exactly one of NOT_SPECIFIED=0, O_RDONLY=1, O_WRONLY=2, O_RDWR=4)"),
+        (
+            {"flags": 3},
+            "flags 3 is not valid (expected exactly one of NOT_SPECIFIED=0, O_RDONLY=1, O_WRONLY=2, O_RDWR=4)",
+        ),
         ({"flags": 6}, "flags 6 is not valid"),
         ({"flags": "read-write"}, "flags 'read-write' is not valid"),
         ({"compression": "lz4"}, 'compression codec "lz4" is not known'),
@@ -202,7 +205,10 @@ def test_validate_accepts(kw: dict) -> None:
         ({"fragment_length": (1 << 34) + 1}, "fragment_length 17179869185 is out of range"),
         ({"stores": ["ftp://host/dir/"]}, 'stores[0] "ftp://host/dir/" has unsupported scheme "ftp"'),
         ({"stores": ["/local/dir/"]}, 'stores[0] "/local/dir/" is not an absolute URL'),
-        ({"stores": ["s3://bucket/prefix"]}, 'stores[0] "s3://bucket/prefix" path "/prefix" does not end in "/"'),
+        (
+            {"stores": ["s3://bucket/prefix"]},
+            'stores[0] "s3://bucket/prefix" path "/prefix" does not end in "/"',
+        ),
         ({"stores": ["s3://bucket"]}, 'path "" does not end in "/"'),
         ({"stores": ["file://host/dir/"]}, 'stores[0] "file://host/dir/" is a file:// URL with a host'),
         ({"stores": ["s3:///prefix/"]}, "has no bucket or account"),
@@ -261,7 +267,9 @@ FULL = JournalSpec(
 )
 
 
-@pytest.mark.parametrize("s", [FULL, JournalSpec(name=NAME), JournalSpec(name=NAME, retention=-1.5, refresh_interval=0.001)])
+@pytest.mark.parametrize(
+    "s", [FULL, JournalSpec(name=NAME), JournalSpec(name=NAME, retention=-1.5, refresh_interval=0.001)]
+)
 def test_proto_round_trip(s: JournalSpec) -> None:
     msg = s.to_proto()
     assert isinstance(msg, pb.JournalSpec)
@@ -331,7 +339,12 @@ def test_from_dict_accepts_flat_names_and_label_mappings() -> None:
     assert s == JournalSpec(
         name=NAME,
         replication=2,
-        labels=[("app.gazette.dev/tag", "a"), ("app.gazette.dev/tag", "b"), ("topic", ""), ("content-type", "text/csv")],
+        labels=[
+            ("app.gazette.dev/tag", "a"),
+            ("app.gazette.dev/tag", "b"),
+            ("topic", ""),
+            ("content-type", "text/csv"),
+        ],
         fragment_length=2048,
         compression=Codec.SNAPPY,
         stores=("file:///x/",),
@@ -348,7 +361,10 @@ def test_from_dict_accepts_flat_names_and_label_mappings() -> None:
         ({"name": NAME, "replicas": 3}, f'journal spec "{NAME}": unknown key "replicas"'),
         ({"name": NAME, "fragment": {"size": 1}}, 'unknown key "fragment.size" (expected one of length,'),
         ({"name": NAME, "fragment": 5}, "fragment 5 is not a mapping"),
-        ({"name": NAME, "fragment": {"length": 2048}, "fragment_length": 4096}, "fragment_length repeats fragment.length"),
+        (
+            {"name": NAME, "fragment": {"length": 2048}, "fragment_length": 4096},
+            "fragment_length repeats fragment.length",
+        ),
         ({"name": NAME, "fragment": {"length": "big"}}, "fragment_length 'big' is not an integer"),
         ({"name": NAME, "labels": [{"nom": "x"}]}, "labels entry {'nom': 'x'} is not {name, value}"),
         ({"name": NAME, "labels": ["x"]}, "labels entry 'x' is not a (name, value) pair"),
@@ -401,7 +417,9 @@ children:
 def test_load_pushes_directory_fields_down() -> None:
     changes = load_specs_yaml(EXAMPLE)
     assert [c.spec.name for c in changes] == [
-        "examples/clicks/part-000", "examples/clicks/part-001", "examples/raw"
+        "examples/clicks/part-000",
+        "examples/clicks/part-001",
+        "examples/raw",
     ]
     base = JournalSpec(
         name="examples/clicks/part-000",
@@ -440,7 +458,9 @@ fragment: {length: 2048}
 """
     changes = load_specs_yaml(text)
     assert [(c.spec.name, c.expect_mod_revision, c.spec.replication) for c in changes] == [
-        ("aa/bb/cc", -1, 1), ("aa/bb/dd", 0, 2), ("ee/ff/gg", 0, 1)
+        ("aa/bb/cc", -1, 1),
+        ("aa/bb/dd", 0, 2),
+        ("ee/ff/gg", 0, 1),
     ]
     assert changes[2].spec.fragment_length == 2048
     assert load_specs_yaml("") == [] and load_specs_yaml("[]") == []
@@ -461,7 +481,8 @@ children:
 """
     changes = load_specs_yaml(text)
     assert [(c.spec.name, c.expect_mod_revision, c.delete) for c in changes] == [
-        ("aa/one", 4, True), ("aa/two", -1, True)
+        ("aa/one", 4, True),
+        ("aa/two", -1, True),
     ]
     # A deleted spec is not validated (only its name matters).
     assert load_specs_yaml("{name: aa/bb, delete: true, revision: 3, replication: 0}")[0].delete
@@ -470,19 +491,36 @@ children:
 @pytest.mark.parametrize(
     "text, message",
     [
-        ("name: aa/\nchildren:\n  - name: aa/bb\n    replication: 9", 'node "aa/bb": journal spec "aa/bb": replication 9 is out of range'),
+        (
+            "name: aa/\nchildren:\n  - name: aa/bb\n    replication: 9",
+            'node "aa/bb": journal spec "aa/bb": replication 9 is out of range',
+        ),
         ("- name: aa/bb\n- name: cc/dd\n  bogus: 1", 'node "cc/dd": unknown key "bogus"'),
         ("- replication: 2", 'node [0]: a directory (a name ending in "/", or no name) needs children'),
         ("name: aa/\nchildren: []", 'node "aa/": a directory'),
-        ("name: aa/\nchildren: [{name: aa/b}, {replication: 2, children: [{name: aa/c}]}]",
-         'children[1]: name is not under its parent directory "aa/"'),
+        (
+            "name: aa/\nchildren: [{name: aa/b}, {replication: 2, children: [{name: aa/c}]}]",
+            'children[1]: name is not under its parent directory "aa/"',
+        ),
         ("- {name: aa/bb}\n- 7", "node [1] is not a mapping"),
-        ("name: aa/\nchildren: [{name: aa/b}, {name: aa/c/, children: [5]}]", "node document root.children[1].children[0] is not a mapping"),
-        ("name: aa/\nrevision: 3\nchildren: [{name: aa/b}]", 'node "aa/": "revision" is allowed only on journals, not directories'),
-        ("name: aa/\nsuspend: {level: full}\nchildren: [{name: aa/b}]", '"suspend_level" is allowed only on journals'),
+        (
+            "name: aa/\nchildren: [{name: aa/b}, {name: aa/c/, children: [5]}]",
+            "node document root.children[1].children[0] is not a mapping",
+        ),
+        (
+            "name: aa/\nrevision: 3\nchildren: [{name: aa/b}]",
+            'node "aa/": "revision" is allowed only on journals, not directories',
+        ),
+        (
+            "name: aa/\nsuspend: {level: full}\nchildren: [{name: aa/b}]",
+            '"suspend_level" is allowed only on journals',
+        ),
         ("name: aa/bb\nchildren: [{name: aa/bb/cc}]", 'node "aa/bb": a journal cannot have children'),
         ("name: aa/\nchildren: {name: aa/bb}", "children is not a list"),
-        ("name: aa/\nchildren: [{name: bb/cc}]", 'node "bb/cc": name is not under its parent directory "aa/"'),
+        (
+            "name: aa/\nchildren: [{name: bb/cc}]",
+            'node "bb/cc": name is not under its parent directory "aa/"',
+        ),
         ("{name: aa/bb, delete: true}", 'node "aa/bb": delete needs a revision'),
         ("{name: aa/bb, delete: yes please}", "delete 'yes please' is not true or false"),
         ("{name: aa/bb, revision: x}", "revision 'x' is not an integer"),
@@ -512,8 +550,15 @@ def test_spec_change_to_proto() -> None:
 
 def test_dump_hoists_shared_fields() -> None:
     specs = [
-        (JournalSpec(name=f"ex/{topic}/part-{i:03d}", replication=3, stores=["s3://b/p/"],
-                     labels={"topic": topic, "content-type": "application/x-ndjson"}), 10 + i)
+        (
+            JournalSpec(
+                name=f"ex/{topic}/part-{i:03d}",
+                replication=3,
+                stores=["s3://b/p/"],
+                labels={"topic": topic, "content-type": "application/x-ndjson"},
+            ),
+            10 + i,
+        )
         for topic in ("aa", "bb")
         for i in range(2)
     ] + [(JournalSpec(name="other/xx", replication=2), 5)]
@@ -528,9 +573,14 @@ def test_dump_hoists_shared_fields() -> None:
     assert ex["fragment"] == {"stores": ["s3://b/p/"]}
     aa = ex["children"][0]
     assert aa["name"] == "ex/aa/" and aa["labels"] == [{"name": "topic", "value": "aa"}]
-    assert aa["children"] == [{"name": "ex/aa/part-000", "revision": 10}, {"name": "ex/aa/part-001", "revision": 11}]
+    assert aa["children"] == [
+        {"name": "ex/aa/part-000", "revision": 10},
+        {"name": "ex/aa/part-001", "revision": 11},
+    ]
     assert other == {"name": "other/xx", "replication": 2, "revision": 5}
-    assert [(c.spec, c.expect_mod_revision) for c in load_specs_yaml(text)] == sorted(specs, key=lambda p: p[0].name)
+    assert [(c.spec, c.expect_mod_revision) for c in load_specs_yaml(text)] == sorted(
+        specs, key=lambda p: p[0].name
+    )
 
 
 def test_dump_single_and_empty() -> None:
@@ -544,19 +594,28 @@ def test_dump_single_and_empty() -> None:
 
 def test_dump_nested_names() -> None:
     # A journal whose name is also a directory of other journals.
-    specs = [JournalSpec(name=n, replication=r) for n, r in
-             [("aa/bb", 1), ("aa/bb/cc", 2), ("aa/bb/dd", 2), ("aa/bbx/ee", 3), ("aa/bb/cc/dd/ee", 2)]]
+    specs = [
+        JournalSpec(name=n, replication=r)
+        for n, r in [("aa/bb", 1), ("aa/bb/cc", 2), ("aa/bb/dd", 2), ("aa/bbx/ee", 3), ("aa/bb/cc/dd/ee", 2)]
+    ]
     text = dump_specs_yaml(specs)
     assert [c.spec for c in load_specs_yaml(text)] == sorted(specs, key=lambda s: s.name)
 
 
 _segment = st.sampled_from(["aa", "bb", "cc", "part-000", "part-001"])
-_names = st.lists(st.lists(_segment, min_size=2, max_size=4).map("/".join), min_size=1, max_size=8, unique=True)
+_names = st.lists(
+    st.lists(_segment, min_size=2, max_size=4).map("/".join), min_size=1, max_size=8, unique=True
+)
 _fields = st.fixed_dictionaries(
     {},
     optional={
         "replication": st.integers(1, 5),
-        "labels": st.lists(st.tuples(st.sampled_from(["topic", "app.gazette.dev/tag", "zz"]), st.sampled_from(["", "x", "y"])), max_size=3),
+        "labels": st.lists(
+            st.tuples(
+                st.sampled_from(["topic", "app.gazette.dev/tag", "zz"]), st.sampled_from(["", "x", "y"])
+            ),
+            max_size=3,
+        ),
         "fragment_length": st.sampled_from([1024, 1 << 20]),
         "compression": st.sampled_from(list(Codec)),
         "stores": st.sampled_from([(), ("s3://b/",), ("s3://b/", "gs://c/")]),

@@ -78,7 +78,9 @@ def test_journal_meta_suffix() -> None:
     assert split_journal_meta("a/b;x;y") == ("a/b", "x;y")
     validate_journal_name("a/b/c;reader-1", allow_meta=True)
     validate_journal_name("a/b/c", allow_meta=True)
-    with pytest.raises(ValidationError, match='metadata suffix ";reader-1", which is allowed only in requests'):
+    with pytest.raises(
+        ValidationError, match='metadata suffix ";reader-1", which is allowed only in requests'
+    ):
         validate_journal_name("a/b/c;reader-1")
     with pytest.raises(ValidationError, match="metadata suffix .* is too short"):
         validate_journal_name("a/b/c;", allow_meta=True)
@@ -149,11 +151,24 @@ def test_label_value_error_names_the_label() -> None:
 
 
 TOKEN_RULES = [
-    (validate_zone, "zone", ["z", "us-east-1a", "z" * 32], [("", "too short (1..32"), ("z" * 33, "too long"), ("a=b", "'='")]),
-    (validate_suffix, "process suffix", ["broker-1", "x" * 128],
-     [("abc", "too short (4..128"), ("x" * 129, "too long"), ("ab%cd", "'%'")]),
-    (validate_shard_id, "shard id", ["count-000", "x" * 512],
-     [("abc", "too short (4..512"), ("x" * 513, "too long"), ("ab=cd", "'='")]),
+    (
+        validate_zone,
+        "zone",
+        ["z", "us-east-1a", "z" * 32],
+        [("", "too short (1..32"), ("z" * 33, "too long"), ("a=b", "'='")],
+    ),
+    (
+        validate_suffix,
+        "process suffix",
+        ["broker-1", "x" * 128],
+        [("abc", "too short (4..128"), ("x" * 129, "too long"), ("ab%cd", "'%'")],
+    ),
+    (
+        validate_shard_id,
+        "shard id",
+        ["count-000", "x" * 512],
+        [("abc", "too short (4..512"), ("x" * 513, "too long"), ("ab=cd", "'='")],
+    ),
 ]
 
 

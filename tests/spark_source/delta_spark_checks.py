@@ -79,9 +79,7 @@ def merge_checks(spark, work: str) -> dict:
     replay = spark.createDataFrame([(0, "replayed", 9), (9, "replayed", 9)], cols)
     out["replay"] = fragments_io.to_delta(replay, path, app_id="up", version=1, merge_on="k")
     merge_with_delta_spark(replay, path, ["k"], "up", 1)  # Delta's idempotent-DML settings skip it
-    out["table"] = sorted(
-        (r.k, r.v) for r in spark.read.format("delta").load(path).collect()
-    )
+    out["table"] = sorted((r.k, r.v) for r in spark.read.format("delta").load(path).collect())
     out["history"] = _history(spark, path)
     out["txn"] = DeltaTable(path).transaction_version("up")
     out["settings_left"] = [

@@ -44,7 +44,9 @@ def main() -> None:
             "spark.driver.memory": "512m",
         },
     )
-    reader = spark.readStream.format("gazette").option("store", config["store"]).option("schema", config["schema"])
+    reader = (
+        spark.readStream.format("gazette").option("store", config["store"]).option("schema", config["schema"])
+    )
     for key, value in config.get("options", {}).items():
         reader = reader.option(key, str(value))
     df = reader.load()
@@ -59,7 +61,15 @@ def main() -> None:
     )
     query.awaitTermination()
     progress = query.recentProgress
-    print(json.dumps({"batches": len({p["batchId"] for p in progress}), "rows": sum(p["numInputRows"] for p in progress)}), flush=True)
+    print(
+        json.dumps(
+            {
+                "batches": len({p["batchId"] for p in progress}),
+                "rows": sum(p["numInputRows"] for p in progress),
+            }
+        ),
+        flush=True,
+    )
     spark.stop()
 
 

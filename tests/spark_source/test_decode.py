@@ -87,7 +87,9 @@ def test_discovery_in_store_only_mode(file_store_url):
     assert [j.name for j in found.journals] == ["ex/a", "ex/b"]
     assert found.foreign == (file_store_url + "ex/a/README.txt",)
     a = found.journals[0]
-    assert len(a.fragments) == -(-len(frames) // 10) and {f.path_postfix for f in a.fragments} == {"date=2024-01-01"}
+    assert len(a.fragments) == -(-len(frames) // 10) and {f.path_postfix for f in a.fragments} == {
+        "date=2024-01-01"
+    }
     one = discover(parse_options({"store": file_store_url, "journals": "ex/b"}))
     assert [j.name for j in one.journals] == ["ex/b"]
 
@@ -127,7 +129,12 @@ def test_every_codec_decodes_like_the_decoder(file_store_url, codec):
     expected = list(envelopes_of(J, frames))
     assert len(rows) == len(expected)
     for row, env in zip(rows, expected, strict=True):
-        assert (row["begin"], row["end"], row["clock"], row["flags"]) == (env.begin, env.end, env.clock, env.flags)
+        assert (row["begin"], row["end"], row["clock"], row["flags"]) == (
+            env.begin,
+            env.end,
+            env.clock,
+            env.flags,
+        )
         assert row["uuid"] == (str(env.uuid) if env.uuid else None)
         assert row["producer"] == (env.producer.hex() if env.producer else None)
         assert row["value"].encode() + b"\n" == b"".join(frames)[env.begin : env.end]
@@ -215,11 +222,25 @@ def _in_source(journal, frames, per_fragment, ring_size):
         held.append((table, next_id))
         next_id += n
         horizon = tracker.open_horizon()
-        while held and (horizon is None or (held[0][0].num_rows == 0 or held[0][0].column("end")[-1].as_py() <= horizon)):
+        while held and (
+            horizon is None or (held[0][0].num_rows == 0 or held[0][0].column("end")[-1].as_py() <= horizon)
+        ):
             t, first = held.pop(0)
-            out += [b for b, keep in zip(t.column("begin").to_pylist(), tracker.take_committed(first, t.num_rows), strict=True) if keep]
+            out += [
+                b
+                for b, keep in zip(
+                    t.column("begin").to_pylist(), tracker.take_committed(first, t.num_rows), strict=True
+                )
+                if keep
+            ]
     for t, first in held:
-        out += [b for b, keep in zip(t.column("begin").to_pylist(), tracker.take_committed(first, t.num_rows), strict=True) if keep]
+        out += [
+            b
+            for b, keep in zip(
+                t.column("begin").to_pylist(), tracker.take_committed(first, t.num_rows), strict=True
+            )
+            if keep
+        ]
     return out
 
 
@@ -280,5 +301,10 @@ def test_pushed_filters_narrow_bounds_and_leave_others():
     left = list(reader.pushFilters(filters))
     assert left == [filters[3]]
     b = reader.bounds
-    assert (b.journal_in, b.journal_prefixes, b.begin_lo, b.begin_hi) == (frozenset({"a/b"}), ("a/",), 100, 501)
+    assert (b.journal_in, b.journal_prefixes, b.begin_lo, b.begin_hi) == (
+        frozenset({"a/b"}),
+        ("a/",),
+        100,
+        501,
+    )
     assert b.journal_ok("a/b") and not b.journal_ok("a/c")

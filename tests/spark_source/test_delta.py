@@ -46,7 +46,9 @@ def journal(tmp_path_factory):
 
 
 def _read(spark, store, **options):
-    return spark.read.format("gazette").option("store", store).option("schema", SCHEMA).options(**options).load()
+    return (
+        spark.read.format("gazette").option("store", store).option("schema", SCHEMA).options(**options).load()
+    )
 
 
 def _begins(path):
@@ -226,7 +228,12 @@ def test_delta_spark_needs_its_jars(spark, tmp_path):
         delta_jars(str(tmp_path))
     jars = tmp_path / "jars"
     jars.mkdir()
-    for name in ("delta-spark_4.2_2.13-4.4.0", "delta-storage-4.4.0", "scala-library-2.13.17", "zstd-jni-1.5.7-3"):
+    for name in (
+        "delta-spark_4.2_2.13-4.4.0",
+        "delta-storage-4.4.0",
+        "scala-library-2.13.17",
+        "zstd-jni-1.5.7-3",
+    ):
         (jars / f"{name}.jar").touch()
     # Spark's own scala-library and zstd-jni stay the ones loaded.
     assert [p.rsplit("/", 1)[1] for p in delta_jars(str(jars))] == [

@@ -101,7 +101,9 @@ def test_uuid_columns_of_the_fast_path_equal_the_decoders():
     per_fragment=st.integers(1, 40),
     ring_size=st.sampled_from([2, 5, 64, 8192]),
 )
-def test_commit_filter_on_arrow_columns_equals_the_sequencer(seed, events, producers, per_fragment, ring_size):
+def test_commit_filter_on_arrow_columns_equals_the_sequencer(
+    seed, events, producers, per_fragment, ring_size
+):
     """The data source's committed path as read() runs it: Arrow tables in, numpy and Arrow
     columns handed to CommitTracker.add, committed rows out."""
     frames = random_journal(seed, events, producers)
@@ -113,7 +115,11 @@ def test_commit_filter_on_arrow_columns_equals_the_sequencer(seed, events, produ
         tables.append((dec.feed(Fragment(J, offset, offset + len(content)), content), 0))
         offset += len(content)
     tables.append((dec.finish(), 0))
-    out = [b for t, _ in commit_filter(CommitTracker(J, ring_size=ring_size), tables) for b in t.column("begin").to_pylist()]
+    out = [
+        b
+        for t, _ in commit_filter(CommitTracker(J, ring_size=ring_size), tables)
+        for b in t.column("begin").to_pylist()
+    ]
     assert out == sorted(expected)
 
 

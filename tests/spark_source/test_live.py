@@ -67,7 +67,9 @@ def _append(client, journal, frames, per_append=10):
 
 def test_live_options_are_checked():
     assert not parse_options({"store": "file:///s/"}).live  # store-only stays the default
-    opts = parse_options({"store": "file:///s/", "broker": " http://a:1, http://b:2 ", "brokerTimeout": "2.5"})
+    opts = parse_options(
+        {"store": "file:///s/", "broker": " http://a:1, http://b:2 ", "brokerTimeout": "2.5"}
+    )
     assert (opts.live, opts.broker, opts.broker_timeout_s) == (True, "http://a:1,http://b:2", 2.5)
     assert parse_options({"etcd": "http://e:2379", "live": "true"}).live
     with pytest.raises(OptionError, match="live=true reads through brokers: give option broker"):
@@ -86,7 +88,9 @@ def test_read_committed_takes_the_journal_plan_for_live_reads(spark):
     import fragments_io
 
     with pytest.raises(OptionError, match=r"by_fragment=True\) plans two scans"):
-        fragments_io.read_committed(spark, by_fragment=True, store="file:///nowhere/", broker="http://127.0.0.1:1")
+        fragments_io.read_committed(
+            spark, by_fragment=True, store="file:///nowhere/", broker="http://127.0.0.1:1"
+        )
 
 
 def test_batch_reads_unflushed_committed_messages(spark, make_local_cluster, tmp_path):
@@ -134,7 +138,9 @@ def _await_rows(spark, out, want, query):
         if got == want:
             return
         time.sleep(1.0)
-    raise AssertionError(f"the sink holds {None if got is None else len(got)} rows, not the {len(want)} wanted")
+    raise AssertionError(
+        f"the sink holds {None if got is None else len(got)} rows, not the {len(want)} wanted"
+    )
 
 
 def test_stream_sees_appends_without_flush_and_restarts_exactly_once(spark, make_local_cluster, tmp_path):
@@ -151,7 +157,9 @@ def test_stream_sees_appends_without_flush_and_restarts_exactly_once(spark, make
     def stream(trigger):
         reader = spark.readStream.format("gazette").option("store", store).option("broker", broker)
         df = reader.option("schema", SCHEMA).load()
-        writer = df.writeStream.format("parquet").option("path", str(out)).option("checkpointLocation", str(ck))
+        writer = (
+            df.writeStream.format("parquet").option("path", str(out)).option("checkpointLocation", str(ck))
+        )
         return writer.trigger(**trigger).start()
 
     query = stream({"processingTime": "0.5 seconds"})
@@ -161,7 +169,11 @@ def test_stream_sees_appends_without_flush_and_restarts_exactly_once(spark, make
         frames = []
         for i in range(3):  # a transaction: invisible until its ACK arrives in a later append
             clock += CLOCK_TICK
-            frames.append(FRAMING.encode({"p": 9, "i": i, "word": "t", "n": i}, build_uuid(pid, clock, Flags.CONTINUE_TXN)))
+            frames.append(
+                FRAMING.encode(
+                    {"p": 9, "i": i, "word": "t", "n": i}, build_uuid(pid, clock, Flags.CONTINUE_TXN)
+                )
+            )
         client.append("ls/b", b"".join(frames))
         _append(client, "ls/a", random_journal(22, 30, 2))
         _await_rows(spark, out, _committed(client, names), query)
@@ -189,13 +201,18 @@ def _stream_reader(options):
     from fragments_io.streaming import GazetteStreamReader
 
     opts = parse_options({"schema": SCHEMA, **options})
-    fields = [StructField(n, t) for n, t in (("p", IntegerType()), ("i", IntegerType()), ("word", StringType()), ("n", IntegerType()))]
+    fields = [
+        StructField(n, t)
+        for n, t in (("p", IntegerType()), ("i", IntegerType()), ("word", StringType()), ("n", IntegerType()))
+    ]
     return GazetteStreamReader(opts, StructType(metadata_fields(opts) + fields))
 
 
 def _read_all(reader, parts):
     return sorted(
-        (j, b) for p in parts for batch in reader.read(p)
+        (j, b)
+        for p in parts
+        for batch in reader.read(p)
         for j, b in zip(batch.column("journal").to_pylist(), batch.column("begin").to_pylist(), strict=True)
     )
 
@@ -223,7 +240,9 @@ def test_a_micro_batch_planned_live_reads_the_same_rows_once_persisted(make_loca
     before = _read_all(reader, live_plan)
     client.flush("lp/a")
     stored_plan = reader.partitions(start, end)
-    assert not any(isinstance(p.fragment, LiveRange) for part in stored_plan for t in part.tasks for p in t.pieces)
+    assert not any(
+        isinstance(p.fragment, LiveRange) for part in stored_plan for t in part.tasks for p in t.pieces
+    )
     assert _read_all(reader, stored_plan) == before == _committed(client, ["lp/a"])
     assert _read_all(reader, live_plan) == before  # planned live, read after the flush: the same bytes
 
@@ -240,7 +259,12 @@ def test_store_mode_lists_journals_the_store_lacks_through_the_brokers(make_loca
     broker = ",".join(c.broker_endpoints)
 
     def found(journals):
-        return {j.name: j for j in discover(parse_options({"store": store, "broker": broker, "journals": journals})).journals}
+        return {
+            j.name: j
+            for j in discover(
+                parse_options({"store": store, "broker": broker, "journals": journals})
+            ).journals
+        }
 
     assert set(found("ld/")) == {"ld/a", "ld/b"} and set(found("")) == {"ld/a", "ld/b", "le/c"}
     assert found("ld/b")["ld/b"].live == ()  # nothing appended: nothing to read
@@ -271,7 +295,9 @@ def test_a_broker_down_fails_the_read(spark, make_local_cluster, tmp_path):
     c.kill_broker(0)
     with pytest.raises(FragmentsIOError, match=r"journal kb/a: reading offsets \[\d+, \d+\) through broker"):
         _read_all(reader, plan)
-    with pytest.raises(Exception, match=r"asking broker\(s\) http://\S+ for the journals' write heads failed"):
+    with pytest.raises(
+        Exception, match=r"asking broker\(s\) http://\S+ for the journals' write heads failed"
+    ):
         _load(spark, **options).count()
 
 

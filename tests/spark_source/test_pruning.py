@@ -25,7 +25,9 @@ J = "ex/prune/part-000"
 
 def _decoded(columns):
     frames = random_journal(5, 150, 3)
-    dec = JournalDecoder(J, "json", "committed", "/_meta/uuid", pa.schema([("n", pa.int64())]), False, columns)
+    dec = JournalDecoder(
+        J, "json", "committed", "/_meta/uuid", pa.schema([("n", pa.int64())]), False, columns
+    )
     tables, offset = [], 0
     for i in range(0, len(frames), 40):
         content = b"".join(frames[i : i + 40])
@@ -126,7 +128,13 @@ def test_publish_time_bounds_keep_rows_with_a_time_inside(tmp_path, isolation):
     opts = {"store": store, "journals": "ex/", "isolation": isolation}
     reader = GazetteDataSource(opts).reader(StructType(fields))
     reader.bounds = reader.bounds.and_(published_lo_us=lo, published_hi_us=hi)
-    got = pa.Table.from_batches([b for p in reader.partitions() for b in reader.read(p)], schema=reader.target)
+    got = pa.Table.from_batches(
+        [b for p in reader.partitions() for b in reader.read(p)], schema=reader.target
+    )
     times = whole.column("published_at").cast(pa.int64()).to_pylist()
-    want = [b for b, t in zip(whole.column("begin").to_pylist(), times, strict=True) if t is not None and lo <= t < hi]
+    want = [
+        b
+        for b, t in zip(whole.column("begin").to_pylist(), times, strict=True)
+        if t is not None and lo <= t < hi
+    ]
     assert got.column("begin").to_pylist() == want and want

@@ -24,9 +24,16 @@ def _write(df, **options):
 def test_batch_rows_become_committed_json_messages(spark, cluster):
     client = make_journals(cluster, ["sink/one"])
     broker = cluster.broker_endpoints[0]
-    df = spark.range(300).selectExpr(
-        "id", "concat('w', id % 7) AS word", "timestamp_seconds(1700000000 + id) AS ts", "DATE'2024-02-29' AS d"
-    ).repartition(3)
+    df = (
+        spark.range(300)
+        .selectExpr(
+            "id",
+            "concat('w', id % 7) AS word",
+            "timestamp_seconds(1700000000 + id) AS ts",
+            "DATE'2024-02-29' AS d",
+        )
+        .repartition(3)
+    )
     _write(df, broker=broker, journal="sink/one")
     got = committed(client, "sink/one")
     assert ids(got) == Counter(range(300))
@@ -91,6 +98,8 @@ def test_bad_input_fails_naming_what_was_wrong(spark, cluster):
     with pytest.raises(Exception, match="unknown option 'topic'.*journal"):
         _write(df, broker=broker, topic="sink/good")
     bad = spark.createDataFrame([('{"ok": 1}',), ("[1, 2]",)], "value STRING").coalesce(1)
-    with pytest.raises(Exception, match=r"row 1: column 'value' holds '\[1, 2\]', which is not the text of a JSON"):
+    with pytest.raises(
+        Exception, match=r"row 1: column 'value' holds '\[1, 2\]', which is not the text of a JSON"
+    ):
         _write(bad, broker=broker, journal="sink/good")
     assert committed(cluster.client(), "sink/good") == []  # the failed write committed nothing

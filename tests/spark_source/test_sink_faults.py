@@ -57,7 +57,9 @@ def _run(tmp_path, jobs, *, fault=None, task_fault=None):
         timeout=DRIVER_TIMEOUT_S,
     )
     if proc.returncode not in (0, -9):
-        raise AssertionError(f"driver exited {proc.returncode}:\n{proc.stdout[-3000:]}\n{proc.stderr[-6000:]}")
+        raise AssertionError(
+            f"driver exited {proc.returncode}:\n{proc.stdout[-3000:]}\n{proc.stderr[-6000:]}"
+        )
     return proc.returncode
 
 
@@ -85,7 +87,11 @@ def test_batch_faults_tasks_killed_and_drivers_killed_around_their_ack_appends(c
         }
         return {"kind": "batch", "rows": 200, "start": start, "options": options}
 
-    writes = {"after-record": ("w-before", 0), "after-first-ack": ("w-during", 1000), "after-acks": ("w-after", 2000)}
+    writes = {
+        "after-record": ("w-before", 0),
+        "after-first-ack": ("w-during", 1000),
+        "after-acks": ("w-after", 2000),
+    }
     for fault, (write_id, start) in writes.items():
         assert _run(tmp_path, [job(write_id, start)], fault=fault) == -9, f"the driver survived {fault}"
     before = {j: _data_messages(client, j) for j in journals}
@@ -96,7 +102,13 @@ def test_batch_faults_tasks_killed_and_drivers_killed_around_their_ack_appends(c
 
     task_jobs = [
         {"kind": "batch", "rows": 400, "options": {"broker": broker, "journal": "faults/exact"}},
-        {"kind": "kafka-style", "rows": 400, "broker": broker, "journal": "faults/kafka-style", "kill_after": 100},
+        {
+            "kind": "kafka-style",
+            "rows": 400,
+            "broker": broker,
+            "journal": "faults/kafka-style",
+            "kill_after": 100,
+        },
     ]
     # In the rerun, partition 0's first attempt is SIGKILLed after 100 rows; partition 1's first attempt
     # writes all its rows and then fails (as a speculative attempt whose commit Spark refuses).
@@ -136,4 +148,3 @@ def test_streaming_driver_killed_between_ack_appends_restarts_from_checkpoint(cl
     assert got == Counter(range(300))
     # The replayed first micro-batch was written again by new attempts, and never delivered.
     assert sum(_data_messages(client, j) for j in journals) >= 400
-

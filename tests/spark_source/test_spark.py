@@ -67,7 +67,15 @@ def test_committed_uncommitted_raw_equal_the_reference(spark, file_journals):
     fragments_io.register(spark)
     committed = _load(spark, store=store, journals="ex/words/")
     assert committed.columns[:9] == [
-        "journal", "begin", "end", "uuid", "producer", "clock", "published_at", "flags", "value"
+        "journal",
+        "begin",
+        "end",
+        "uuid",
+        "producer",
+        "clock",
+        "published_at",
+        "flags",
+        "value",
     ]
     assert {"word", "n", "p", "_meta"} <= set(committed.columns)
     assert _by_journal(committed.select("journal", "begin").collect()) == {j: v[0] for j, v in words.items()}
@@ -100,22 +108,30 @@ def test_read_committed_spans_partitions_within_a_journal(spark, file_journals):
     for by_fragment in (True, False, None):  # the fragment plan, the journal plan, and the pick
         df = fragments_io.read_committed(spark, by_fragment=by_fragment, **opts)
         assert _by_journal(df.select("journal", "begin").collect()) == {journal: expected[journal][0]}
-        bounded = fragments_io.read_committed(spark, beginOffset=1000, endOffset=5000, by_fragment=by_fragment, **opts)
+        bounded = fragments_io.read_committed(
+            spark, beginOffset=1000, endOffset=5000, by_fragment=by_fragment, **opts
+        )
         assert sorted(r.begin for r in bounded.select("begin").collect()) == [
             b for b in expected[journal][0] if 1000 <= b < 5000
         ]
-        columns = fragments_io.read_committed(spark, "journal STRING, begin BIGINT, n BIGINT", by_fragment, **opts)
+        columns = fragments_io.read_committed(
+            spark, "journal STRING, begin BIGINT, n BIGINT", by_fragment, **opts
+        )
         assert columns.columns == ["journal", "begin", "n"]
         assert sorted(r.begin for r in columns.collect()) == expected[journal][0]
     # One journal on two cores: decoding it twice does not pay, whole journals do.
     assert not fragments_io._fragment_plan_pays(spark, parse_options({"store": store, "journals": journal}))
-    assert fragments_io._fragment_plan_pays(spark, parse_options({"store": store, "journals": journal, "minPartitions": "8"}))
+    assert fragments_io._fragment_plan_pays(
+        spark, parse_options({"store": store, "journals": journal, "minPartitions": "8"})
+    )
 
 
 def test_sql_view_and_pushdown_prune(spark, file_journals):
     store, expected = file_journals
     fragments_io.sql_view(spark, "words", store=store, journals="ex/", isolation="uncommitted")
-    q = spark.sql("SELECT journal, begin FROM words WHERE journal = 'ex/words/b' AND begin >= 2000 AND begin < 6000")
+    q = spark.sql(
+        "SELECT journal, begin FROM words WHERE journal = 'ex/words/b' AND begin >= 2000 AND begin < 6000"
+    )
     want = sorted(e.begin for e in expected["ex/words/b"][1] if 2000 <= e.begin < 6000)
     assert sorted(r.begin for r in q.collect()) == want
     plan = q._jdf.queryExecution().executedPlan().toString()
@@ -162,12 +178,16 @@ def test_broker_written_journals_in_etcd_mode(spark, etcd, etcd_root, tmp_path):
     from gazette.message.reader import ReadCommitted, ReadUncommitted
 
     store = f"file://{tmp_path}/store/"
-    with LocalCluster(brokers=1, store=store, etcd=etcd.endpoint, root=etcd_root, data_dir=str(tmp_path / "d")) as c:
+    with LocalCluster(
+        brokers=1, store=store, etcd=etcd.endpoint, root=etcd_root, data_dir=str(tmp_path / "d")
+    ) as c:
         client = c.client()
         names = ["brk/j1", "brk/j2"]
         client.apply_journals(
             [
-                c.journal_spec(n, labels={"content-type": "application/x-ndjson", "app": "fio"}, compression=codec)
+                c.journal_spec(
+                    n, labels={"content-type": "application/x-ndjson", "app": "fio"}, compression=codec
+                )
                 for n, codec in zip(names, ("zstandard", "gzip"), strict=True)
             ]
         )

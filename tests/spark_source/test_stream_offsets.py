@@ -54,7 +54,9 @@ def _batch(reader, start, limit):
     for p in parts:
         for batch in executor.read(pickle.loads(pickle.dumps(p))):
             assert batch.schema == reader.shaper.target
-            rows.extend(zip(batch.column("journal").to_pylist(), batch.column("begin").to_pylist(), strict=True))
+            rows.extend(
+                zip(batch.column("journal").to_pylist(), batch.column("begin").to_pylist(), strict=True)
+            )
     return end, rows
 
 
@@ -108,7 +110,9 @@ def _drain(reader, start, limit, journals, batches):
 def test_batches_return_newly_committed_messages_exactly_once(tmp_path_factory, seed, chunks, max_bytes):
     rng = random.Random(seed)
     store = f"file://{tmp_path_factory.mktemp('stream')}/"
-    journals = [_Journal(store, f"st/j{k}", random_journal(seed + k, rng.randint(5, 80), 3), rng) for k in range(3)]
+    journals = [
+        _Journal(store, f"st/j{k}", random_journal(seed + k, rng.randint(5, 80), 3), rng) for k in range(3)
+    ]
     journals[0].persist(rng.randint(1, 10))  # present when the query starts
     reader = _reader(store=store, journals="st/", maxBytesPerTrigger=max_bytes or 1 << 30)
     limit = reader.getDefaultReadLimit() if max_bytes else ReadAllAvailable()
@@ -240,11 +244,16 @@ def test_stream_options_and_offsets_are_checked(tmp_path):
     with pytest.raises(OptionError, match="checkpoint.producers"):
         _reader(store=store, checkpoint=json.dumps({"offsets": {}, "producers": {}}))
     reader = _reader(store=store, inferSchema="false")
-    with pytest.raises(FragmentsIOError, match="start offset of the gazette stream is not a consumer checkpoint"):
+    with pytest.raises(
+        FragmentsIOError, match="start offset of the gazette stream is not a consumer checkpoint"
+    ):
         reader.latestOffset({"journal": 5}, ReadAllAvailable())
     # A stream may start from a consumer checkpoint: its offsets and producer states.
     persist_fragment(store, "cp/a", 0, b"".join(random_journal(8, 20, 1)))
-    cp = {"offsets": {"cp/a": 0}, "producers": [{"journal": "cp/a", "producer": "0a0b0c0d0e0f", "last_ack": 7, "begin": -1}]}
+    cp = {
+        "offsets": {"cp/a": 0},
+        "producers": [{"journal": "cp/a", "producer": "0a0b0c0d0e0f", "last_ack": 7, "begin": -1}],
+    }
     assert _reader(store=store, checkpoint=json.dumps(cp)).initialOffset() == cp
     gone = {"offsets": {"cp/zz": 0}, "producers": []}
     with pytest.raises(FragmentsIOError, match="journal cp/zz has offsets"):
@@ -256,7 +265,9 @@ def test_a_replay_needing_lost_bytes_names_them(tmp_path):
     store = f"file://{tmp_path}/"
     pid = new_producer_id()
     clock = 1 << 60
-    frames = [FRAMING.encode({"n": i}, build_uuid(pid, clock + i * CLOCK_TICK, Flags.CONTINUE_TXN)) for i in (1, 2)]
+    frames = [
+        FRAMING.encode({"n": i}, build_uuid(pid, clock + i * CLOCK_TICK, Flags.CONTINUE_TXN)) for i in (1, 2)
+    ]
     frames.append(FRAMING.encode_ack(build_uuid(pid, clock + 3 * CLOCK_TICK, Flags.ACK_TXN)))
     head = b"".join(frames[:2])
     first = persist_fragment(store, "lost/a", 0, head)

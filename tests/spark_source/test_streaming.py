@@ -32,7 +32,9 @@ def _quiet_sequencer(caplog):
 
 def _sink_rows(spark, out):
     """(journal, begin) of the rows the file sink committed (its _spark_metadata log decides)."""
-    return sorted((r.journal, r.begin) for r in spark.read.parquet(str(out)).select("journal", "begin").collect())
+    return sorted(
+        (r.journal, r.begin) for r in spark.read.parquet(str(out)).select("journal", "begin").collect()
+    )
 
 
 def _available_now(spark, store, out, checkpoint, **options):
@@ -166,10 +168,15 @@ def test_driver_killed_mid_batch_restarts_exactly_once(spark, etcd, etcd_root, t
     out, ck = tmp_path / "out", tmp_path / "ck"
     base = {"store": store, "out": str(out), "checkpoint": str(ck), "schema": SCHEMA}
     names = ["kill/a", "kill/b"]
-    with LocalCluster(brokers=1, store=store, etcd=etcd.endpoint, root=etcd_root, data_dir=str(tmp_path / "d")) as c:
+    with LocalCluster(
+        brokers=1, store=store, etcd=etcd.endpoint, root=etcd_root, data_dir=str(tmp_path / "d")
+    ) as c:
         client = c.client()
         client.apply_journals(
-            [c.journal_spec(n, labels={"content-type": "application/x-ndjson"}, compression="zstandard") for n in names]
+            [
+                c.journal_spec(n, labels={"content-type": "application/x-ndjson"}, compression="zstandard")
+                for n in names
+            ]
         )
         c.wait_for_routes(names)
 
@@ -206,7 +213,9 @@ def test_driver_killed_mid_batch_restarts_exactly_once(spark, etcd, etcd_root, t
         assert not (ck / "commits" / str(planned)).exists()  # planned, not committed
         deadline = time.monotonic() + 60
         while any(_alive(p) for p in tree):
-            assert time.monotonic() < deadline, f"left running after the kill: {[p for p in tree if _alive(p)]}"
+            assert time.monotonic() < deadline, (
+                f"left running after the kill: {[p for p in tree if _alive(p)]}"
+            )
             time.sleep(0.1)
 
         # Run 3 replays the planned batch; then more data and a new journal, and run 4.

@@ -43,7 +43,9 @@ def answers(*outcomes: object) -> Callable[[], object]:
 
 # --- wait_for -------------------------------------------------------------------------------------
 def test_wait_for_returns_the_first_truthy_value_and_retries_transient_errors() -> None:
-    check = answers(0, GazetteError(Status.NO_JOURNAL_PRIMARY_BROKER, "no primary yet"), OSError("refused"), "ok")
+    check = answers(
+        0, GazetteError(Status.NO_JOURNAL_PRIMARY_BROKER, "no primary yet"), OSError("refused"), "ok"
+    )
     assert wait_for("the answer", check, poll=POLL_S) == "ok"
 
 
@@ -57,7 +59,9 @@ def test_wait_for_fails_after_its_bound_naming_what_and_the_last_value() -> None
 
 
 def test_wait_for_names_the_last_transient_error() -> None:
-    with pytest.raises(WaitTimeout, match=r"waiting for a route \(1 checks; last error OSError\('refused'\)\)$"):
+    with pytest.raises(
+        WaitTimeout, match=r"waiting for a route \(1 checks; last error OSError\('refused'\)\)$"
+    ):
         wait_for("a route", answers(OSError("refused")), timeout=0)
     with pytest.raises(WaitTimeout) as info:
         wait_for("a route", answers(None, OSError("refused")), timeout=0.02, poll=POLL_S)
@@ -107,7 +111,9 @@ def _b64(text: str) -> str:
     return base64.b64encode(text.encode()).decode()
 
 
-def test_etcd_root_is_fresh_and_delete_prefix_removes_only_its_keys(etcd: EmbeddedEtcd, etcd_root: str) -> None:
+def test_etcd_root_is_fresh_and_delete_prefix_removes_only_its_keys(
+    etcd: EmbeddedEtcd, etcd_root: str
+) -> None:
     assert etcd.pid is not None and etcd_root.startswith("/gazette-test/")
     for key in (f"{etcd_root}/a", f"{etcd_root}/b/c", f"{etcd_root}x/kept"):
         _etcd_call(etcd.endpoint, "put", {"key": _b64(key), "value": _b64("v")})
@@ -157,12 +163,17 @@ def test_the_plugin_works_in_a_users_conftest_and_stops_its_clusters(pytester: p
     result.assert_outcomes(passed=1)
     for endpoint in endpoints.read_text().split():
         url = urlsplit(endpoint)
-        with pytest.raises(ConnectionRefusedError), socket.create_connection((url.hostname, url.port), timeout=5):
+        with (
+            pytest.raises(ConnectionRefusedError),
+            socket.create_connection((url.hostname, url.port), timeout=5),
+        ):
             pass
 
 
 # --- S3 ------------------------------------------------------------------------------------------------
-def test_s3_store_url_names_a_fresh_bucket_on_moto(moto_server: str, s3_bucket: str, s3_store_url: str) -> None:
+def test_s3_store_url_names_a_fresh_bucket_on_moto(
+    moto_server: str, s3_bucket: str, s3_store_url: str
+) -> None:
     import boto3
 
     assert s3_store_url == f"s3://{s3_bucket}/prefix/?endpoint={moto_server}&region=us-east-1"
@@ -172,7 +183,9 @@ def test_s3_store_url_names_a_fresh_bucket_on_moto(moto_server: str, s3_bucket: 
 
 def test_a_missing_moto_says_how_to_install_it(monkeypatch: pytest.MonkeyPatch) -> None:
     real = testing_s3.importlib.util.find_spec
-    monkeypatch.setattr(testing_s3.importlib.util, "find_spec", lambda name: None if name == "moto" else real(name))
+    monkeypatch.setattr(
+        testing_s3.importlib.util, "find_spec", lambda name: None if name == "moto" else real(name)
+    )
     with pytest.raises(ModuleNotFoundError, match=r"pip install 'gazette-py\[dev\]'"):
         testing_s3.MotoServer().start()
 

@@ -161,9 +161,7 @@ class Recorder:
 
         def done(f: concurrent.futures.Future) -> None:
             exc: BaseException | None = (
-                AppendError(f"append to {self.log} was cancelled")
-                if f.cancelled()
-                else f.exception()
+                AppendError(f"append to {self.log} was cancelled") if f.cancelled() else f.exception()
             )
             if exc is None:
                 out.set_result(value)

@@ -254,7 +254,9 @@ class JSONFraming(Framing):
             for lows, rest in runs:
                 tail = rest.encode() + self._quote_closing
                 run = messages[first : first + len(lows)]
-                frames = [b"%b%b%08x%b" % (dumps(m)[:-1], member, tl, tail) for m, tl in zip(run, lows, strict=True)]
+                frames = [
+                    b"%b%b%08x%b" % (dumps(m)[:-1], member, tl, tail) for m, tl in zip(run, lows, strict=True)
+                ]
                 parts.append(b"".join(frames))
                 first += len(lows)
         except orjson.JSONEncodeError as exc:
