@@ -1,9 +1,9 @@
-"""`python -m bench [--quick] [--runs N] [--no-spark] [--no-gazette] [--no-kafka]`: every benchmark as one suite.
+"""`python -m bench [--quick] [--runs N] [--no-spark] [--no-gazette] [--no-kafka] [--no-allocator]`: every benchmark as one suite.
 
-Runs the broker, message, NATS peer, Kafka peer, consumer, replication, Gazette peer and Spark figures
-in turn, prints one table, writes bench/results.json and rewrites the README's table. A part that
-cannot run here (no nats-server, real Gazette not built, Kafka's jars not fetched, no
-bench/consumer.py) or fails leaves its rows with a note saying why; a failure also makes the exit
+Runs the broker, message, NATS peer, Kafka peer, consumer, replication, Gazette peer, allocator scale
+and Spark figures in turn, prints one table, writes bench/results.json and rewrites the README's
+table. A part that cannot run here (no nats-server, real Gazette not built, Kafka's jars not fetched,
+no bench/consumer.py, no Go) or fails leaves its rows with a note saying why; a failure also makes the exit
 status 1, after the results are written.
 """
 
@@ -23,7 +23,17 @@ from typing import Any
 
 from rich.console import Console
 
-from bench import gazette_peer, kafka_peer, messages, nats_peer, replication, report, runner, spark
+from bench import (
+    allocator_scale,
+    gazette_peer,
+    kafka_peer,
+    messages,
+    nats_peer,
+    replication,
+    report,
+    runner,
+    spark,
+)
 from bench.figures import Figure, PeerUnavailable
 
 HERE = Path(__file__).resolve().parent
@@ -34,6 +44,8 @@ SPARK_SKIPPED_QUICK = "skipped: --quick"
 SPARK_SKIPPED = "skipped: --no-spark"
 GAZETTE_SKIPPED = "skipped: --no-gazette"
 KAFKA_SKIPPED = "skipped: --no-kafka"
+ALLOCATOR_SKIPPED = "skipped: --no-allocator"
+ALLOCATOR_SKIPPED_QUICK = "skipped: --quick (our allocator takes minutes at Gazette's smallest size)"
 
 Log = Callable[[str], None]
 
@@ -111,6 +123,13 @@ def parts(args: argparse.Namespace, settings: runner.Settings, spark_details: di
             settings=settings,
         ),
         Part(
+            "allocator scale",
+            lambda: allocator_scale.scale_figures(allocator_scale.FULL),
+            lambda s, log: allocator_scale.run_part(allocator_scale.FULL, log),
+            ALLOCATOR_SKIPPED if args.no_allocator else ALLOCATOR_SKIPPED_QUICK if args.quick else None,
+            settings=allocator_scale.FULL,
+        ),
+        Part(
             "spark",
             lambda: spark.spark_figures(spark_settings.shapes, kafka=not args.no_kafka),
             spark_measure,
@@ -161,6 +180,7 @@ def _versions() -> dict[str, str | None]:
         "Kafka": kafka_peer.version(),
         "confluent-kafka": report.package_version("confluent-kafka"),
         "pyspark": report.package_version("pyspark"),
+        "Gazette allocator (Go)": allocator_scale.gazette_version(),
     }
 
 
@@ -173,6 +193,9 @@ def main() -> None:
     parser.add_argument("--no-gazette", action="store_true", help="skip bench/gazette_peer.py (real Gazette brokers)")
     parser.add_argument(
         "--no-kafka", action="store_true", help="skip bench/kafka_peer.py (a Kafka broker, and Spark's Kafka source)"
+    )
+    parser.add_argument(
+        "--no-allocator", action="store_true", help="skip bench/allocator_scale.py (ours and Gazette's allocator)"
     )
     args = parser.parse_args()
     settings = runner.QUICK if args.quick else runner.FULL
@@ -196,8 +219,9 @@ def main() -> None:
     kafka_spark_note = (spark_details.get("kafka") or {}).get("note")
     if kafka_spark_note:  # the Spark part ran without its Kafka reader
         notes |= {k: kafka_spark_note for k in kafka_peer.PEER_OF.values() if k.startswith("spark_") and k in figures}
-    peer_of = nats_peer.PEER_OF | gazette_peer.PEER_OF | kafka_peer.PEER_OF
+    peer_of = nats_peer.PEER_OF | gazette_peer.PEER_OF | kafka_peer.PEER_OF | allocator_scale.peer_of(allocator_scale.FULL)
     peers = [*nats_peer.peer_figures(), *gazette_peer.peer_figures(), *kafka_peer.peer_figures()]
+    peers += allocator_scale.peer_keys(allocator_scale.FULL)
     rows = report.rows_of(figures, peer_of, notes, peers)
     env = report.environment(_versions())
     env["machine"]["load_average_at_start"] = list(load_at_start)
