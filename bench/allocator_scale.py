@@ -472,15 +472,23 @@ def measure(settings: Settings, log: Log, *, gazette: bool = True, ours: bool = 
     """Every size and mode of `settings`, ours then Gazette's for each, against one embedded etcd.
     GoUnavailable (before anything runs) when Gazette's side is asked for but cannot be built."""
     runs: list[Run] = []
-    with tempfile.TemporaryDirectory(prefix="allocbench-") as tmp, EmbeddedEtcd(fsync=False) as etcd:
+    with tempfile.TemporaryDirectory(prefix="allocbench-") as tmp:
         binary = build_gazette_harness(Path(tmp), log) if gazette else None
-        for members in settings.members:
-            for mode in settings.modes:
-                if ours and settings.ours_runs_at(members):
-                    runs.append(_measure_one(etcd.endpoint, None, members, mode, settings, log))
-                if binary is not None:
-                    runs.append(_measure_one(etcd.endpoint, binary, members, mode, settings, log))
+        with EmbeddedEtcd(fsync=False) as etcd:
+            _measure_all(settings, etcd.endpoint, binary, ours, runs, log)
     return runs
+
+
+def _measure_all(
+    settings: Settings, endpoint: str, binary: Path | None, ours: bool, runs: list[Run], log: Log
+) -> None:
+    """Appends to `runs` each size and mode, ours then Gazette's (if `binary`)."""
+    for members in settings.members:
+        for mode in settings.modes:
+            if ours and settings.ours_runs_at(members):
+                runs.append(_measure_one(endpoint, None, members, mode, settings, log))
+            if binary is not None:
+                runs.append(_measure_one(endpoint, binary, members, mode, settings, log))
 
 
 def _measure_one(

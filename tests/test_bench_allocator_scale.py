@@ -62,3 +62,31 @@ def test_settings_reject_what_the_scenario_cannot_run() -> None:
         allocator_scale.Settings("bad", members=(15,))
     with pytest.raises(ValueError, match="modes must be among"):
         allocator_scale.Settings("bad", members=(10,), modes=("sideways",))
+
+
+def test_without_go_the_suite_skips_the_part_saying_how_to_install_it(monkeypatch) -> None:
+    import importlib
+    import io
+
+    from rich.console import Console
+
+    monkeypatch.setattr(allocator_scale.shutil, "which", lambda _name: None)
+    with pytest.raises(allocator_scale.GoUnavailable, match="Go is not installed"):
+        allocator_scale.build_gazette_harness(ROOT)
+
+    suite_module = importlib.import_module("bench.__main__")
+    part = suite_module.Part(
+        "allocator scale",
+        lambda: allocator_scale.scale_figures(SMOKE),
+        lambda _s, log: allocator_scale.run_part(SMOKE, log),
+    )
+    figures, notes, status = suite_module.run_parts([part], None, Console(file=io.StringIO(), width=200))
+    assert list(figures) == list(allocator_scale.scale_figures(SMOKE))
+    assert status["allocator scale"]["status"] == "skipped"
+    assert set(notes) == set(figures) and all(allocator_scale.GO_STEP in n for n in notes.values())
+
+
+def test_command_line_rejects_bad_sizes(capsys) -> None:
+    with pytest.raises(SystemExit):
+        allocator_scale.main(["--members", "15"])
+    assert "multiples of 10" in capsys.readouterr().err
