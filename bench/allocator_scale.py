@@ -69,7 +69,9 @@ MODES = ("up-first", "down-first")
 BATCH_OPS = 128  # etcd's default --max-txn-ops
 IDLE_POLL_S = 0.005
 GO_BUILD_TIMEOUT_S = 600.0
-HISTORY_TIMEOUT_S = 120.0
+# Replaying a run's history takes Python about as long per event as etcd took to apply it: bounded by
+# the run's own timeout (at 500 members, a few million events), never less than this.
+HISTORY_MIN_TIMEOUT_S = 120.0
 HISTORY_MESSAGE_BYTES = 256 << 20
 END_SENTINEL = "~bench-end"  # put under the assignments prefix after a run: where the history stops
 
@@ -411,7 +413,7 @@ def run_gazette(
 # ---- counting changes from etcd's history
 
 
-async def count_changes(endpoint: str, root: str, run: Run) -> Run:
+async def count_changes(endpoint: str, root: str, run: Run, timeout_s: float = HISTORY_MIN_TIMEOUT_S) -> Run:
     """Fills run's adds, removes and moves from etcd's history of `root`'s assignment keys after its
     start revision (a sentinel put marks where that history ends)."""
     prefix = layout.assign_prefix(root)
@@ -426,7 +428,7 @@ async def count_changes(endpoint: str, root: str, run: Run) -> Run:
         end = (await txn(client, request)).header.revision
         call = rpc.WatchStub(client.channel).Watch(metadata=client.metadata)
         by_revision: dict[int, tuple[list[tuple[str, ...]], list[tuple[str, ...]]]] = {}
-        async with asyncio.timeout(HISTORY_TIMEOUT_S):
+        async with asyncio.timeout(max(timeout_s, HISTORY_MIN_TIMEOUT_S)):
             await call.write(
                 rpc.WatchRequest(
                     create_request=rpc.WatchCreateRequest(
@@ -503,7 +505,7 @@ def _measure_one(
         run = asyncio.run(run_ours(endpoint, root, members, mode, timeout_s, per_member))
     else:
         run = run_gazette(binary, endpoint, root, members, mode, timeout_s, per_member)
-    run = asyncio.run(count_changes(endpoint, root, run))
+    run = asyncio.run(count_changes(endpoint, root, run, timeout_s))
     log(
         f"  {run.seconds:.2f} s to converge (+{run.driver_seconds:.2f} s driving), {run.changes} changes "
         f"({run.adds} adds, {run.removes} removes, {run.moves} moves), {run.steps} steps"
