@@ -636,7 +636,13 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--json", action="store_true", help="print the runs as JSON lines instead of a table")
     args = parser.parse_args(argv)
     try:
-        settings = Settings("cli", tuple(args.members), tuple(args.modes), args.timeout, args.ours_max)
+        settings = Settings(
+            "cli",
+            tuple(args.members),
+            tuple(args.modes),
+            timeout_s=args.timeout,
+            ours_max_members=args.ours_max,
+        )
     except ValueError as exc:
         parser.error(str(exc))
     if args.ours_only and args.gazette_only:

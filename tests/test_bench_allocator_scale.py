@@ -90,3 +90,11 @@ def test_command_line_rejects_bad_sizes(capsys) -> None:
     with pytest.raises(SystemExit):
         allocator_scale.main(["--members", "15"])
     assert "multiples of 10" in capsys.readouterr().err
+
+
+def test_command_line_parses_every_option_into_settings(capsys) -> None:
+    # Both "only" flags: an error that comes after the settings are built from every other option.
+    argv = ["--members", "10", "--modes", "up-first", "--timeout", "5", "--ours-max", "0"]
+    with pytest.raises(SystemExit):
+        allocator_scale.main([*argv, "--ours-only", "--gazette-only"])
+    assert "leave nothing to run" in capsys.readouterr().err
