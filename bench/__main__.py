@@ -1,10 +1,11 @@
-"""`python -m bench [--quick] [--runs N] [--no-spark] [--no-gazette] [--no-kafka]`: every benchmark as one suite.
+"""`python -m bench [--quick] [--runs N] [--no-spark] [--no-gazette] [--no-kafka] [--no-allocator]`: every benchmark as one suite.
 
 Runs the broker, message, NATS peer, Kafka peer, consumer, Kafka Streams peer, replication, Gazette
-peer and Spark figures in turn, prints one table, writes bench/results.json and rewrites the README's
-table. A part that cannot run here (no nats-server, real Gazette not built, Kafka's jars not fetched,
-Kafka Streams' word count not built, no bench/consumer.py) or fails leaves its rows with a note saying
-why; a failure also makes the exit status 1, after the results are written.
+peer, allocator scale and Spark figures in turn, prints one table, writes bench/results.json and
+rewrites the README's table. A part that cannot run here (no nats-server, real Gazette not built,
+Kafka's jars not fetched, Kafka Streams' word count not built, no bench/consumer.py, no Go) or fails
+leaves its rows with a note saying why; a failure also makes the exit status 1, after the results are
+written.
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from typing import Any
 from rich.console import Console
 
 from bench import (
+    allocator_scale,
     gazette_peer,
     kafka_peer,
     kstreams_peer,
@@ -45,6 +47,8 @@ SPARK_SKIPPED_QUICK = "skipped: --quick"
 SPARK_SKIPPED = "skipped: --no-spark"
 GAZETTE_SKIPPED = "skipped: --no-gazette"
 KAFKA_SKIPPED = "skipped: --no-kafka"
+ALLOCATOR_SKIPPED = "skipped: --no-allocator"
+ALLOCATOR_SKIPPED_QUICK = "skipped: --quick (our allocator takes minutes at Gazette's smallest size)"
 
 Log = Callable[[str], None]
 
@@ -143,6 +147,13 @@ def parts(args: argparse.Namespace, settings: runner.Settings, spark_details: di
             settings=settings,
         ),
         Part(
+            "allocator scale",
+            lambda: allocator_scale.scale_figures(allocator_scale.FULL),
+            lambda s, log: allocator_scale.run_part(allocator_scale.FULL, log),
+            ALLOCATOR_SKIPPED if args.no_allocator else ALLOCATOR_SKIPPED_QUICK if args.quick else None,
+            settings=allocator_scale.FULL,
+        ),
+        Part(
             "spark",
             lambda: spark.spark_figures(spark_settings.shapes, kafka=not args.no_kafka),
             spark_measure,
@@ -201,6 +212,7 @@ def _versions() -> dict[str, str | None]:
         "Kafka Streams": kstreams_peer.version(),
         "confluent-kafka": report.package_version("confluent-kafka"),
         "pyspark": report.package_version("pyspark"),
+        "Gazette allocator (Go)": allocator_scale.gazette_version(),
     }
 
 
@@ -221,6 +233,11 @@ def main() -> None:
         "--no-kafka",
         action="store_true",
         help="skip bench/kafka_peer.py and bench/kstreams_peer.py (a Kafka broker, Kafka Streams, Spark's Kafka source)",
+    )
+    parser.add_argument(
+        "--no-allocator",
+        action="store_true",
+        help="skip bench/allocator_scale.py (ours and Gazette's allocator)",
     )
     args = parser.parse_args()
     settings = runner.QUICK if args.quick else runner.FULL
@@ -254,9 +271,11 @@ def main() -> None:
         | kafka_peer.PEER_OF
         | kstreams_peer.PEER_OF
         | spark_live.PEER_OF
+        | allocator_scale.peer_of(allocator_scale.FULL)
     )
     peers = [*nats_peer.peer_figures(), *gazette_peer.peer_figures(), *kafka_peer.peer_figures()]
     peers += [*kstreams_peer.peer_figures(), *spark_live.PEER_OF.values()]
+    peers += allocator_scale.peer_keys(allocator_scale.FULL)
     rows = report.rows_of(figures, peer_of, notes, peers)
     env = report.environment(_versions())
     env["machine"]["load_average_at_start"] = list(load_at_start)

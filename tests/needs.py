@@ -35,6 +35,7 @@ NETNS_STEP = (
 )
 ROOT_STEP = "run the suite as root (CI runs .ci/run as root)"
 PEERS_STEP = "make peers (builds gazette and gazctl into build/peers/bin; needs Go >= 1.25)"
+GO_STEP = "install Go >= 1.25 (e.g. apt-get install golang-go; `make peers` needs it too)"
 STREAM_SUM_STEP = (
     "make peers (builds Gazette's stream-sum example and interop-messages; needs Go, a C compiler "
     "and librocksdb-dev, which it installs as root)"
