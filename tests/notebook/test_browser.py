@@ -362,7 +362,7 @@ def test_quickstart_in_jupyterlab(lab: LabServer, page: Any) -> None:
         assert head_before == int(words_row[3]) > 0, (head_before, words_row)
         assert _labelled_value(page, ".gazette-cluster-view", "journals") == "2"
         committed = cells[_index(cells, "uncommitted_words =")]["output"]
-        assert "committed:   ['hello', 'world', 'acked']" in committed, committed
+        assert "committed:   ['hello', 'world', 'acked', 'by-commit']" in committed, committed
         _screenshot(page, "01-quickstart-1-widgets.png")
 
         # Stage 2: the flush cell and those below it up to the cleanup, one by one with Shift+Enter.

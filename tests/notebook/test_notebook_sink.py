@@ -37,7 +37,10 @@ def test_sink_notebook_writes_each_aggregate_once_across_a_driver_kill(tmp_path)
     texts = run._texts(nb)
     # The kill: intents of write page-counts-0 recorded, the tasks' counts in the journal, unacknowledged.
     killed = run._cell_text(texts, 'code = run_driver(1, fault="after-record")')
-    found = re.search(r"driver killed \(signal 9\); intent records: \[(.*)\]; .*unacknowledged: (\d+); batches logged: 0", killed)
+    found = re.search(
+        r"driver killed \(signal 9\); intent records: \[(.*)\]; .*unacknowledged: (\d+); batches logged: 0",
+        killed,
+    )
     assert found and "write-page-counts-0.intents.json" in found[1] and int(found[2]) == 4, killed
     # Before the restart, a committed read of the output holds nothing.
     empty = run._cell_text(texts, "%gazette read examples/page-counts --committed")
