@@ -230,6 +230,12 @@ class ReadStream:
         assert replica is not None
         index = self.index = replica.index
         await index.wait_first_refresh()
+        if self.offset == -1 and not replica.is_primary and index.pending_end() > index.write_head():
+            # A read from the head at a replica holding commits back: the head it knows may be behind
+            # what every member holds, so it asks the primary first (as ASK_PRIMARY does).
+            head = await acknowledged_at_primary(self.broker, self.journal)
+            if head is not None:
+                index.acknowledge_through(head)
         steps = {
             Step.SERVE: self._serve, Step.AT_PRIMARY: self._at_primary, Step.FROM_PEERS: self._from_peers,
             Step.CHECK_JUMP: self._check_jump, Step.ASK_PRIMARY: self._ask_primary, Step.NOT_YET: self._not_yet,

@@ -85,6 +85,12 @@ class Index:
         """The end of the newest commit held back from readers (0: none is)."""
         return self._pending[-1][0].end if self._pending else 0
 
+    def write_head(self) -> int:
+        """The journal's head as readers are told it: the end of what the index serves, or further
+        where every member is known to have agreed on a later end (a primary whose sync rolled its
+        spool forward past commits only its peers hold: a gap below the head, as Gazette reports)."""
+        return max(self._set.end_offset, self._acknowledged)
+
     def acknowledged_end(self) -> int:
         """The offset through which the index knows every member holds the journal's commits."""
         return self._acknowledged
@@ -188,7 +194,7 @@ class Index:
         head).
 
         Blocks until one exists when `block`; cancel the awaiting task to give up."""
-        effective = self._set.end_offset if offset == -1 else offset
+        effective = self.write_head() if offset == -1 else offset
         while True:
             s = self._set
             ind, found = s.longest_overlapping(effective)
@@ -202,7 +208,7 @@ class Index:
                 if f.mod_time != 0 and f.mod_time < begin_mod_time:
                     effective = f.end  # persisted before the reader's lower bound: skip it
                     continue
-                return QueryResult(Status.OK, effective, s.end_offset, f, self._files.get(f))
+                return QueryResult(Status.OK, effective, self.write_head(), f, self._files.get(f))
             if not block:
-                return QueryResult(Status.OFFSET_NOT_YET_AVAILABLE, effective, s.end_offset, None, None)
+                return QueryResult(Status.OFFSET_NOT_YET_AVAILABLE, effective, self.write_head(), None, None)
             await self._changed.wait()
