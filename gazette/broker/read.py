@@ -233,9 +233,7 @@ class ReadStream:
         if self.offset == -1 and not replica.is_primary and index.pending_end() > index.write_head():
             # A read from the head at a replica holding commits back: the head it knows may be behind
             # what every member holds, so it asks the primary first (as ASK_PRIMARY does).
-            head = await acknowledged_at_primary(self.broker, self.journal)
-            if head is not None:
-                index.acknowledge_through(head)
+            await self._release_acknowledged()
         steps = {
             Step.SERVE: self._serve, Step.AT_PRIMARY: self._at_primary, Step.FROM_PEERS: self._from_peers,
             Step.CHECK_JUMP: self._check_jump, Step.ASK_PRIMARY: self._ask_primary, Step.NOT_YET: self._not_yet,
@@ -325,11 +323,15 @@ class ReadStream:
     async def _ask_primary(self, res: Resolution, q: QueryResult) -> AsyncIterator[pb.ReadResponse]:
         """ASK_PRIMARY: releases this replica's commits through what the primary says every member holds."""
         self.asked_at = self.offset
+        await self._release_acknowledged()
+        return
+        yield  # (an async generator that sends nothing)
+
+    async def _release_acknowledged(self) -> None:
+        """Releases this replica's held-back commits through what the primary says every member holds."""
         head = await acknowledged_at_primary(self.broker, self.journal)
         if head is not None and self.index is not None:
             self.index.acknowledge_through(head)
-        return
-        yield  # (an async generator that sends nothing)
 
     async def _not_yet(self, res: Resolution, q: QueryResult) -> AsyncIterator[pb.ReadResponse]:
         """NOT_YET: a non-blocking read ends at what it may be served."""
