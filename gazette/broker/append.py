@@ -352,6 +352,7 @@ class AppendFSM:
             # Every member of the route agreed on the spool's fragment: each holds its commits.
             if self.replica is not None:
                 self.replica.index.acknowledge_through(self.pln.spool.fragment.end)
+                self.replica.synced_route = self.pln.route
             self.state = State.UPDATE_ASSIGNMENTS
 
     async def _on_update_assignments(self) -> None:

@@ -230,9 +230,13 @@ class ReadStream:
         assert replica is not None
         index = self.index = replica.index
         await index.wait_first_refresh()
-        if self.offset == -1 and not replica.is_primary and index.pending_end() > index.write_head():
-            # A read from the head at a replica holding commits back: the head it knows may be behind
-            # what every member holds, so it asks the primary first (as ASK_PRIMARY does).
+        if self.offset == -1 and replica.is_primary:
+            # A primary tells the head once its pipeline synced under the current route (a new
+            # primary's index is behind what every member holds until then).
+            await replica.sync_for_reads(res.route, PRIMARY_HEAD_TIMEOUT_S)
+        if self.offset == -1 and replica.head_behind():
+            # A read from the head at a replica whose index is behind what it knows of the journal:
+            # it asks the primary how far every member holds it first (as ASK_PRIMARY does).
             await self._release_acknowledged()
         steps = {
             Step.SERVE: self._serve, Step.AT_PRIMARY: self._at_primary, Step.FROM_PEERS: self._from_peers,

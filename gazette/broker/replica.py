@@ -15,7 +15,9 @@ import dataclasses
 import logging
 import time
 from collections.abc import Awaitable, Callable
+from typing import Any
 
+from gazette.allocator.journals import route_equivalent
 from gazette.broker.flow import AppendFlowControl
 from gazette.broker.metrics import BrokerMetrics
 from gazette.fragment.content import list_fragments
@@ -63,6 +65,11 @@ class Replica:
         # Used only by the append holding the pipeline slot (in StreamContent): see broker/flow.py.
         self.append_flow = AppendFlowControl()
         self.is_primary = False
+        # The route under which this broker, as primary, last synced its pipeline (every member
+        # agreed on the spool, so the index acknowledges what they hold); None since it last became
+        # primary or stopped being it. Set by the append FSM; see `sync_for_reads`.
+        self.synced_route: Any = None
+        self._sync_attempt: tuple[Any, asyncio.Task] | None = None  # (route, its pulse)
         # Persist completed spools at once even as a non-primary: set on spools kept across a lease
         # renewal, whose journal's new primary may not hold their content.
         self.persist_promptly = False
@@ -128,7 +135,38 @@ class Replica:
         `refresh_interval` otherwise."""
         if primary and not self.is_primary:
             self._refresh_now.set()
+        if primary != self.is_primary:
+            self.synced_route = None
         self.is_primary = primary
+
+    def head_behind(self) -> bool:
+        """At a non-primary replica: whether it knows the journal reaches further than its index
+        tells readers (commits held back, or its spool rolled forward past them by the primary's
+        pipeline sync, as a member that just joined is), so that a read from the head must ask the
+        primary how far every member holds it (docs/semantics.md#no-dirty-reads)."""
+        known = max(self.index.pending_end(), self.spool.fragment.end)
+        return not self.is_primary and known > self.index.write_head()
+
+    async def sync_for_reads(self, route: Any, timeout: float) -> None:
+        """At the primary: returns once its pipeline has synced under `route`, pulsing now if it has
+        not (docs/semantics.md#no-dirty-reads). Until then a new primary's index shows only what it
+        acknowledged before (a former replica holds its commits back; a new member holds nothing),
+        so its head would be behind what every member holds. Bounded by `timeout`; one pulse per
+        route, shared by concurrent readers: after it failed or timed out, readers go on with the
+        index as it is (what it shows is still held by every member) instead of waiting each time."""
+        if self._pulse is None or self._stopped:
+            return
+        if self.synced_route is not None and route_equivalent(self.synced_route, route):
+            return
+        attempt = self._sync_attempt
+        if attempt is None or not route_equivalent(attempt[0], route):
+            task = asyncio.create_task(self._pulse(self.journal), name=f"read sync {self.journal}")
+            task.add_done_callback(_log_sync_failure)
+            self._tasks = [t for t in self._tasks if not t.done()] + [task]
+            self._sync_attempt = attempt = (route, task)
+        elif attempt[1].done():
+            return  # this route's pulse ended without a sync: do not wait for it again
+        await asyncio.wait({attempt[1]}, timeout=timeout)
 
     def update_spec(self, spec: JournalSpec) -> None:
         stores_changed = spec.stores != self.spec.stores
@@ -271,6 +309,11 @@ class Replica:
                 (f for f in self.index.fragments() if f.backing_store), key=lambda f: f.end, default=None
             )
         return last
+
+
+def _log_sync_failure(task: asyncio.Task) -> None:
+    if not task.cancelled() and task.exception() is not None:
+        log.info("%s failed: %s", task.get_name(), task.exception())
 
 
 class _PersistSpec:
