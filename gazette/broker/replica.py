@@ -160,7 +160,8 @@ class Replica:
             return
         attempt = self._sync_attempt
         if attempt is None or not route_equivalent(attempt[0], route):
-            task = asyncio.create_task(self._pulse(self.journal), name=f"read sync {self.journal}")
+            task = asyncio.ensure_future(self._pulse(self.journal))
+            task.set_name(f"read sync {self.journal}")
             task.add_done_callback(_log_sync_failure)
             self._tasks = [t for t in self._tasks if not t.done()] + [task]
             self._sync_attempt = attempt = (route, task)
