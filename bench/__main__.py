@@ -1,7 +1,8 @@
 """`python -m bench [--quick] [--runs N] [--no-spark] [--no-gazette] [--no-kafka] [--no-allocator]`: every benchmark as one suite.
 
 Runs the broker, message, NATS peer, Kafka peer, consumer, Kafka Streams peer, replication, Gazette
-peer, allocator scale and Spark figures in turn, prints one table, writes bench/results.json and
+peer, allocator scale and Spark figures (the source beside spark.read.json and Kafka's source, live reads,
+the sink beside Kafka's sink) in turn, prints one table, writes bench/results.json and
 rewrites the README's table. A part that cannot run here (no nats-server, real Gazette not built,
 Kafka's jars not fetched, Kafka Streams' word count not built, no bench/consumer.py, no Go) or fails
 leaves its rows with a note saying why; a failure also makes the exit status 1, after the results are
@@ -36,6 +37,7 @@ from bench import (
     runner,
     spark,
     spark_live,
+    spark_sink,
 )
 from bench.figures import Figure, PeerUnavailable
 
@@ -100,6 +102,10 @@ def parts(args: argparse.Namespace, settings: runner.Settings, spark_details: di
     live_settings = spark_live.QUICK if args.quick else spark_live.FULL
     if args.runs is not None:
         live_settings = dataclasses.replace(live_settings, runs=args.runs)
+
+    sink_settings = spark_sink.QUICK if args.quick else spark_sink.FULL
+    if args.runs is not None:
+        sink_settings = dataclasses.replace(sink_settings, runs=args.runs)
 
     def spark_measure(settings: runner.Settings, log: Log) -> dict[str, Figure]:
         results = spark.run(spark_settings, log, kafka=not args.no_kafka)
@@ -166,6 +172,13 @@ def parts(args: argparse.Namespace, settings: runner.Settings, spark_details: di
             lambda s, log: spark_live.run(live_settings, log),
             spark_skip or (KAFKA_SKIPPED if args.no_kafka else None),
             settings=live_settings,
+        ),
+        Part(
+            "spark sink",
+            spark_sink.sink_figures,
+            lambda s, log: spark_sink.run(sink_settings, log),
+            spark_skip or (KAFKA_SKIPPED if args.no_kafka else None),
+            settings=sink_settings,
         ),
     ]
 
@@ -271,10 +284,11 @@ def main() -> None:
         | kafka_peer.PEER_OF
         | kstreams_peer.PEER_OF
         | spark_live.PEER_OF
+        | spark_sink.PEER_OF
         | allocator_scale.peer_of(allocator_scale.FULL)
     )
     peers = [*nats_peer.peer_figures(), *gazette_peer.peer_figures(), *kafka_peer.peer_figures()]
-    peers += [*kstreams_peer.peer_figures(), *spark_live.PEER_OF.values()]
+    peers += [*kstreams_peer.peer_figures(), *spark_live.PEER_OF.values(), *spark_sink.PEER_OF.values()]
     peers += allocator_scale.peer_keys(allocator_scale.FULL)
     rows = report.rows_of(figures, peer_of, notes, peers)
     env = report.environment(_versions())
