@@ -53,7 +53,7 @@ class Settings:
 
 
 QUICK = Settings("quick", 50_000, 1)
-FULL = Settings("full", 400_000, 3)
+FULL = Settings("full", 200_000, 3)
 
 
 def sink_figures() -> dict[str, Figure]:
