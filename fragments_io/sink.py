@@ -25,10 +25,12 @@ reader, the sink needs a broker.
 from __future__ import annotations
 
 import dataclasses
+import json
 import logging
 import os
 import signal
 import threading
+import time
 from collections.abc import Iterable, Iterator, Sequence
 from typing import Any
 
@@ -66,6 +68,9 @@ log = logging.getLogger("fragments_io.sink")
 MAX_PENDING_BATCHES = 4  # per journal: a task waits for its oldest append beyond this (bounds memory)
 ROLLBACK_TIMEOUT_S = 10.0  # a failing task's best-effort rollback
 TASK_FAULT_ENV = "FRAGMENTS_IO_SINK_TASK_FAULT"
+TASK_HOLD_ENV = "FRAGMENTS_IO_SINK_TASK_HOLD"  # the file a `hold-after-rows` attempt writes, then waits on
+TASK_HOLD_TIMEOUT_S = 180.0
+TASK_HOLD_POLL_S = 0.05
 
 _clients: dict[tuple[str, float], Client] = {}
 _clients_lock = threading.Lock()
@@ -214,6 +219,7 @@ def write_task(plan: SinkPlan, batches: Iterable[pa.RecordBatch]) -> SinkCommitM
                     pending[0].result(plan.opts.timeout_s)
             rows += batch.num_rows
             task_fault("kill-after-rows", partition, attempt, rows, pub)
+            task_fault("hold-after-rows", partition, attempt, rows, pub)
         pub.flush(plan.opts.timeout_s)
         acks = tuple(pub.build_ack_intents())
     except BaseException as exc:
@@ -240,8 +246,9 @@ def task_fault(point: str, partition: int, attempt: int, rows: int, pub: Publish
     """Test hook of the fault tests: FRAGMENTS_IO_SINK_TASK_FAULT holds comma-separated
     `<point>:<rows>:<partition>`, each acting on the first attempt of that partition only.
     `kill-after-rows` flushes and SIGKILLs the Python worker once `rows` rows are published (a task
-    dying mid-write); `raise-after-write` fails the attempt after all its rows were appended (a
-    duplicate attempt whose output must never count)."""
+    dying mid-write); `hold-after-rows` flushes, then holds the attempt mid-write (`_hold`) so that a
+    test can kill the executor under it; `raise-after-write` fails the attempt after all its rows
+    were appended (a duplicate attempt whose output must never count)."""
     spec = os.environ.get(TASK_FAULT_ENV)
     if not spec or attempt != 0:
         return
@@ -252,9 +259,40 @@ def task_fault(point: str, partition: int, attempt: int, rows: int, pub: Publish
         if name == "kill-after-rows":
             pub.flush(ROLLBACK_TIMEOUT_S)
             os.kill(os.getpid(), signal.SIGKILL)
+        if name == "hold-after-rows":
+            pub.flush(ROLLBACK_TIMEOUT_S)
+            _hold(partition, attempt, rows, pub)
+            return
         raise RuntimeError(
             f"injected task fault {point} after {rows} rows (partition {partition}, attempt 0)"
         )
+
+
+def _hold(partition: int, attempt: int, rows: int, pub: Publisher) -> None:
+    """Writes the file FRAGMENTS_IO_SINK_TASK_HOLD names (JSON: this Python worker's pid, the
+    partition, attempt, producer id and rows published, all flushed), then waits for a test to
+    remove it (the attempt then goes on writing), up to TASK_HOLD_TIMEOUT_S (then it fails). A
+    worker whose parent died meanwhile (its executor was killed) exits at once, as a killed process
+    would, without rolling back."""
+    path = os.environ.get(TASK_HOLD_ENV)
+    if not path:
+        raise RuntimeError(f"task fault hold-after-rows needs {TASK_HOLD_ENV}, the file it holds on")
+    info: dict[str, Any] = {"pid": os.getpid(), "partition": partition, "attempt": attempt, "rows": rows}
+    info["producer"] = pub.producer_id.hex()
+    tmp = f"{path}.{os.getpid()}.tmp"
+    with open(tmp, "w") as f:
+        json.dump(info, f)
+    os.replace(tmp, path)  # whole or absent: the test never reads a partial file
+    parent = os.getppid()
+    deadline = time.monotonic() + TASK_HOLD_TIMEOUT_S
+    while os.path.exists(path):
+        if os.getppid() != parent:
+            os._exit(1)
+        if time.monotonic() > deadline:
+            raise RuntimeError(
+                f"the held sink task was not released ({path} still exists) within {TASK_HOLD_TIMEOUT_S:.0f} s"
+            )
+        time.sleep(TASK_HOLD_POLL_S)
 
 
 def _groups(

@@ -6,7 +6,8 @@ until `executors` executors have registered, then answers requests: one JSON lin
 {"job": NAME, "args": {...}}, runs `cluster_jobs.JOBS[NAME](spark, **args)` and writes one JSON line,
 {"value": ..., "tasks": {executor id: tasks it ran for this job}} or {"error": traceback}, to the
 original stdout (anything else printed goes to stderr). The first line it writes is {"ready": ...}
-with the driver's pids and executor ids. EOF on stdin stops the session and the process. `RemoteDriver` is the test process's side.
+with the driver's pids and executor ids. EOF on stdin stops the session and the process. `RemoteDriver` is the test process's side
+(`run`, or `submit` then `result` to act on the cluster while a job runs).
 """
 
 from __future__ import annotations
@@ -91,13 +92,26 @@ class RemoteDriver:
 
     def run(self, name: str, timeout: float = JOB_TIMEOUT_S, **args: Any) -> dict[str, Any]:
         """Runs job `name` of cluster_jobs.JOBS; {"value": ..., "tasks": {executor: tasks}}."""
+        self.submit(name, **args)
+        return self.result(name, timeout)
+
+    def submit(self, name: str, **args: Any) -> None:
+        """Starts job `name` and returns at once (a test acts on the cluster while it runs); collect
+        its reply with `result(name)` before the next job."""
         assert self._proc is not None and self._proc.stdin is not None, "start() first"
         self._proc.stdin.write(json.dumps({"job": name, "args": args}) + "\n")
         self._proc.stdin.flush()
+
+    def result(self, name: str, timeout: float = JOB_TIMEOUT_S) -> dict[str, Any]:
+        """The reply of the job submitted last (DriverError if it raised or after `timeout`)."""
         reply = self._reply(timeout, f"to job {name}")
         if "error" in reply:
             raise DriverError(f"job {name} failed in the Spark driver:\n{reply['error']}")
         return reply
+
+    def replied(self) -> bool:
+        """Whether a reply is waiting (the job submitted last has ended), without taking it."""
+        return not self._replies.empty()
 
     def stop(self) -> None:
         """Ends the driver: EOF (it stops its session), then SIGKILL of its group after the timeout,

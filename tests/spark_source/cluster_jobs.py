@@ -14,6 +14,8 @@ import sys
 from collections.abc import Callable, Iterator
 from typing import Any
 
+from standalone import executor_above, executor_id, proc_stat
+
 JOBS: dict[str, Callable[..., Any]] = {}
 STREAM_TIMEOUT_S = 240
 
@@ -23,43 +25,23 @@ def job(fn: Callable[..., Any]) -> Callable[..., Any]:
     return fn
 
 
-def _stat(pid: int) -> tuple[str, int]:
-    """(command name, parent pid) from /proc/PID/stat (the name may hold spaces and parentheses)."""
-    with open(f"/proc/{pid}/stat") as f:
-        text = f.read()
-    name = text[text.index("(") + 1 : text.rindex(")")]
-    return name, int(text[text.rindex(")") + 2 :].split()[1])
-
-
-def _cmdline(pid: int) -> list[str]:
-    with open(f"/proc/{pid}/cmdline", "rb") as f:
-        return f.read().decode(errors="replace").split("\0")
-
-
 def _identity(_: Iterator[Any]) -> Iterator[dict[str, Any]]:
     """Where this task's Python runs: its pid and interpreter, and the executor JVM above it (the
     nearest ancestor running CoarseGrainedExecutorBackend), its executor id and its parent."""
     import fragments_io  # as the source's read() does: from the workers' PYTHONPATH
 
-    pid, executor, chain = os.getpid(), None, []
-    parent = pid
-    while parent > 1 and executor is None and len(chain) < 16:
-        chain.append(parent)
-        if "org.apache.spark.executor.CoarseGrainedExecutorBackend" in _cmdline(parent):
-            executor = parent
-        else:
-            parent = _stat(parent)[1]
+    pid = os.getpid()
+    executor, chain = executor_above(pid)
     if executor is None:
         yield {"pid": pid, "python": sys.executable, "executor_pid": None, "chain": chain}
         return
-    args = _cmdline(executor)
     yield {
         "pid": pid,
         "python": sys.executable,
         "package": fragments_io.__file__,
         "executor_pid": executor,
-        "executor_id": args[args.index("--executor-id") + 1],
-        "executor_parent": _stat(executor)[1],
+        "executor_id": executor_id(executor),
+        "executor_parent": proc_stat(executor)[1],
         "chain": chain,
     }
 
@@ -175,3 +157,29 @@ def committed_to_delta(
     first = fragments_io.to_delta(df, path, app_id=app_id, version=version, storage_options=storage_options)
     again = fragments_io.to_delta(df, path, app_id=app_id, version=version, storage_options=storage_options)
     return {"first": first, "again": again}
+
+
+@job
+def range_to_gazette(
+    spark: Any, broker: str, journal: str, rows: int, partitions: int, batch_rows: int
+) -> dict[str, Any]:
+    """Ids [0, rows) with a word, in `partitions` partitions (no shuffle: one stage of result
+    tasks), written by the gazette sink into `journal`, `batch_rows` rows per Arrow batch (so a
+    task publishes in several batches). The executors' FRAGMENTS_IO_SINK_TASK_FAULT acts here."""
+    key = "spark.sql.execution.arrow.maxRecordsPerBatch"
+    before = spark.conf.get(key)
+    spark.conf.set(key, str(batch_rows))
+    try:
+        df = spark.range(0, rows, 1, partitions).selectExpr("id", "concat('w', id % 7) AS word")
+        df.write.format("gazette").mode("append").option("broker", broker).option("journal", journal).save()
+    finally:
+        spark.conf.set(key, before)
+    return {"partitions": partitions}
+
+
+@job
+def active_executors(spark: Any, count: int) -> list[str]:
+    """The ids of the application's live executors, once there are `count` (bounded)."""
+    from cluster_driver import wait_for_executors
+
+    return wait_for_executors(spark, count)

@@ -1,15 +1,17 @@
 """Fixtures for fragments_io: one session SparkSession (local[2], 2 shuffle partitions, filter
 pushdown on), and `spark_cluster`, a driver on a Spark standalone cluster (a Master and two Workers,
-executors in JVMs of their own) in another process. Journal builders live in fio_journals.py next to
-this file.
+executors in JVMs of their own) in another process, shared by the session; `make_spark_cluster` starts
+one for a single test (which may break it). Journal builders live in fio_journals.py next to this file.
 """
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import os
 import pathlib
 import sys
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -56,13 +58,15 @@ class SparkCluster:
         return self.driver.run(job, **args)
 
 
-@pytest.fixture(scope="session")
-def spark_cluster(aws_dummy_credentials, tmp_path_factory):
-    """A SparkCluster: a driver process (cluster_driver.py) whose session runs on a standalone cluster of
-    CLUSTER_WORKERS one-core Workers, one executor on each. Executors learn the Python to run, where
-    fragments_io is (this checkout) and the S3 credentials only from the application's configuration
-    (the daemons' environment has none of them). Every process is stopped at the end of the session,
-    and when starting fails."""
+@contextlib.contextmanager
+def running_spark_cluster(
+    work: pathlib.Path, executor_env: dict[str, str] | None = None
+) -> Iterator[SparkCluster]:
+    """A SparkCluster in `work`: a driver process (cluster_driver.py) whose session runs on a standalone
+    cluster of CLUSTER_WORKERS one-core Workers, one executor on each. Executors learn the Python to run,
+    where fragments_io is (this checkout), the S3 credentials and `executor_env` only from the
+    application's configuration (the daemons' environment has none of them). Every process is stopped
+    on exit, and when starting fails."""
     from cluster_driver import RemoteDriver
     from needs import KAFKA_JARS_STEP, missing
     from standalone import QUICK_JVM, SparkStandalone
@@ -74,7 +78,6 @@ def spark_cluster(aws_dummy_credentials, tmp_path_factory):
     except fragments_io.JavaNotFoundError as exc:
         missing(f"a Spark standalone cluster needs Java: {exc}", KAFKA_JARS_STEP)
     repo = str(pathlib.Path(fragments_io.__file__).resolve().parents[1])
-    work = tmp_path_factory.mktemp("spark-standalone")
     aws = {k: v for k, v in os.environ.items() if k.startswith("AWS_")}  # the session's dummy ones
     conf = {
         "spark.executor.cores": "1",
@@ -86,7 +89,7 @@ def spark_cluster(aws_dummy_credentials, tmp_path_factory):
         "spark.driver.extraJavaOptions": QUICK_JVM,
         "spark.executor.extraJavaOptions": QUICK_JVM,
         "spark.executorEnv.PYTHONPATH": os.pathsep.join([repo, _HERE]),  # fragments_io, cluster_jobs
-        **{f"spark.executorEnv.{k}": v for k, v in aws.items()},
+        **{f"spark.executorEnv.{k}": v for k, v in {**aws, **(executor_env or {})}.items()},
         "spark.sql.shuffle.partitions": "2",
         "spark.default.parallelism": "2",
         "spark.sql.session.timeZone": "UTC",
@@ -106,3 +109,24 @@ def spark_cluster(aws_dummy_credentials, tmp_path_factory):
             yield SparkCluster(cluster, driver)
         finally:
             driver.stop()
+
+
+@pytest.fixture(scope="session")
+def spark_cluster(aws_dummy_credentials, tmp_path_factory):
+    """The session's SparkCluster (running_spark_cluster), shared by test_standalone_cluster.py. A
+    test that breaks its cluster (kills an executor) uses `make_spark_cluster` instead."""
+    with running_spark_cluster(tmp_path_factory.mktemp("spark-standalone")) as cluster:
+        yield cluster
+
+
+@pytest.fixture
+def make_spark_cluster(aws_dummy_credentials, tmp_path_factory):
+    """`make_spark_cluster(executor_env=None)`: a SparkCluster of the test's own (running_spark_cluster,
+    with `executor_env` in its executors' environment), stopped after the test."""
+    with contextlib.ExitStack() as stack:
+
+        def make(executor_env: dict[str, str] | None = None) -> SparkCluster:
+            work = tmp_path_factory.mktemp("spark-standalone-own")
+            return stack.enter_context(running_spark_cluster(work, executor_env))
+
+        yield make

@@ -30,6 +30,7 @@ DAEMON_MEMORY = "256m"  # heap of the Master and Worker JVMs themselves (Spark's
 QUICK_JVM = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"
 MASTER_CLASS = "org.apache.spark.deploy.master.Master"
 WORKER_CLASS = "org.apache.spark.deploy.worker.Worker"
+EXECUTOR_CLASS = "org.apache.spark.executor.CoarseGrainedExecutorBackend"  # a Worker's child JVM
 # Set by the user's shell or the test session and not meant for the daemons (see the module doc).
 _SCRUBBED_PREFIXES = ("AWS_", "PYSPARK_", "SPARK_")
 _SCRUBBED = ("PYTHONPATH", "PYTHONHOME", "VIRTUAL_ENV")
@@ -54,6 +55,37 @@ def _tail(path: Path, n: int = 3000) -> str:
         return path.read_text(errors="replace")[-n:]
     except OSError as exc:
         return f"(no log: {exc})"
+
+
+def proc_stat(pid: int) -> tuple[str, int]:
+    """(command name, parent pid) from /proc/PID/stat (the name may hold spaces and parentheses)."""
+    with open(f"/proc/{pid}/stat") as f:
+        text = f.read()
+    name = text[text.index("(") + 1 : text.rindex(")")]
+    return name, int(text[text.rindex(")") + 2 :].split()[1])
+
+
+def proc_cmdline(pid: int) -> list[str]:
+    with open(f"/proc/{pid}/cmdline", "rb") as f:
+        return f.read().decode(errors="replace").split("\0")
+
+
+def executor_above(pid: int) -> tuple[int | None, list[int]]:
+    """The executor JVM running `pid` (the nearest ancestor, or `pid` itself, running EXECUTOR_CLASS;
+    None if there is none) and the pids walked up to it."""
+    chain: list[int] = []
+    while pid > 1 and len(chain) < 16:
+        chain.append(pid)
+        if EXECUTOR_CLASS in proc_cmdline(pid):
+            return pid, chain
+        pid = proc_stat(pid)[1]
+    return None, chain
+
+
+def executor_id(pid: int) -> str:
+    """The executor id an executor JVM was launched with (its --executor-id)."""
+    args = proc_cmdline(pid)
+    return args[args.index("--executor-id") + 1]
 
 
 class SparkStandalone:
