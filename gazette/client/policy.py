@@ -56,10 +56,12 @@ def is_retried(exc: grpc.aio.AioRpcError) -> bool:
     """Whether every client loop tries the call again, on the next endpoint: UNAVAILABLE (a peer down,
     restarting or cut off), or the racing INTERNAL "Internal error from Core" standing for it. A
     peer's own INTERNAL (any other details) is not: the peer answered, and would answer so again."""
-    code = exc.code()
-    return code == grpc.StatusCode.UNAVAILABLE or (
-        code == grpc.StatusCode.INTERNAL and exc.details() == RACING_INTERNAL_DETAILS
-    )
+    return exc.code() == grpc.StatusCode.UNAVAILABLE or is_racing_internal(exc)
+
+
+def is_racing_internal(exc: grpc.aio.AioRpcError) -> bool:
+    """Whether `exc` is grpc.aio's racing INTERNAL, which stands for a status it lost."""
+    return exc.code() == grpc.StatusCode.INTERNAL and exc.details() == RACING_INTERNAL_DETAILS
 
 
 def rpc_failure(exc: grpc.aio.AioRpcError, trace: CallTrace | None = None) -> PeerError:
@@ -264,8 +266,11 @@ class Attempts:
 
     def retries_rpc(self, exc: grpc.aio.AioRpcError, index: int | None = None) -> bool:
         """Notes `exc` in the trace; whether the call is tried again. A retried failure at endpoint
-        `index` (of the rotation) moves the rotation to the next endpoint."""
-        self.trace.saw_rpc_error(exc)
+        `index` (of the rotation) moves the rotation to the next endpoint. A racing INTERNAL says
+        nothing of the peer (it stands for the status gRPC lost, UNAVAILABLE as a rule): the trace
+        keeps what an earlier attempt saw, so a CallTimeout names the peer's own last status."""
+        if not (is_racing_internal(exc) and self.trace.detail):
+            self.trace.saw_rpc_error(exc)
         if exc.code() in FATAL_GRPC_CODES:
             return False
         if is_retried(exc):

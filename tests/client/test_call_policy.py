@@ -272,3 +272,19 @@ def test_a_failure_moves_the_rotation_once() -> None:
     assert rotation.endpoint == "y"
     rotation.failed(1)
     assert rotation.endpoint == "x"
+
+
+async def test_a_racing_internal_keeps_the_status_an_earlier_attempt_saw() -> None:
+    """grpc.aio's racing INTERNAL stands for a status it lost: a CallTimeout after one names what the
+    peer itself said last (the UNAVAILABLE case of the loop tests above failed when the last attempt
+    before the deadline raced), and it is still retried at the next endpoint."""
+    trace = CallTrace("append to", J)
+    rotation = Rotation(["a", "b"])
+    attempts = Attempts(APPEND, Deadline(None, trace), rotation)
+    assert attempts.retries_rpc(_rpc_error(*RACING_INTERNAL), 0)  # alone, it is all there is to say
+    assert trace.last_seen() == "INTERNAL: Internal error from Core"
+    assert attempts.retries_rpc(_rpc_error(*UNAVAILABLE), 1)
+    assert attempts.retries_rpc(_rpc_error(*RACING_INTERNAL), 0)
+    assert trace.last_seen() == "UNAVAILABLE: broker is down" and rotation.endpoint == "b"
+    assert not attempts.retries_rpc(_rpc_error(*OWN_INTERNAL), 1)  # a peer's own INTERNAL is news
+    assert trace.last_seen() == "INTERNAL: a broker's own internal error"
