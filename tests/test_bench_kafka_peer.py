@@ -81,7 +81,7 @@ def test_kafka_peer_measures_every_figure_and_pairs_it_with_ours(bootstrap: str)
     consumer = figures["kafka_consume_txn"].value
     assert columnar.ratio == pytest.approx(figures["kafka_ours_read_txn_columnar"].value / consumer)
     assert columnar.met == (columnar.ratio >= 2.0)
-    assert columnar.cells()[7].startswith("≥ 2× Kafka's read_committed")
+    assert columnar.cells()[7].startswith("≥ 2× Kafka's consumer")
 
 
 def test_read_committed_consumer_sees_committed_transactions_only(bootstrap: str) -> None:
