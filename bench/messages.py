@@ -216,6 +216,13 @@ def run(settings: Settings, log: Callable[[str], None]) -> dict[str, Figure]:
 
 def _journals(cluster: LocalCluster, client: Client, prefix: str) -> tuple[str, str]:
     names = (f"{prefix}/committed", f"{prefix}/txn")
+    apply_journals(cluster, client, names)
+    return names
+
+
+def apply_journals(cluster: LocalCluster, client: Client, names: Iterable[str]) -> None:
+    """Creates the bench's message journals: JSON lines, no compression, fragments larger than a run
+    writes (no spool roll while a figure is timed)."""
     client.apply_journals(
         cluster.journal_spec(
             name,
@@ -226,7 +233,6 @@ def _journals(cluster: LocalCluster, client: Client, prefix: str) -> tuple[str, 
         )
         for name in names
     )
-    return names
 
 
 # --- profiling ------------------------------------------------------------------------------------

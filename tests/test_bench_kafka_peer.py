@@ -52,6 +52,8 @@ def test_kafka_peer_measures_every_figure_and_pairs_it_with_ours(bootstrap: str)
     assert list(figures) == list(kafka_peer.part_figures())
     for key in kafka_peer.peer_figures():  # each run checked the topic's end offset (messages, markers)
         assert len(figures[key].samples) == 1 and figures[key].samples[0] > 0, figures[key]
+    for key in kafka_peer.reader_figures():  # each read checked it saw every message of the same run
+        assert len(figures[key].samples) == 1 and figures[key].samples[0] > 0, figures[key]
     assert all(not figures[key].samples for key in kafka_peer.OURS_AGAIN)
     assert any("confluent-kafka" in line for line in logs)
 
@@ -68,9 +70,18 @@ def test_kafka_peer_measures_every_figure_and_pairs_it_with_ours(bootstrap: str)
         for r in rows_of(everything, kafka_peer.PEER_OF, peer_figures=kafka_peer.peer_figures())
     }
     for key, peer_key in pairs.items():
+        ours_value = everything[key].value
         assert rows[key].role == "ours"
-        assert rows[key].peer_ratio == pytest.approx(100.0 / figures[peer_key].value)
+        assert rows[key].peer_ratio == pytest.approx(ours_value / figures[peer_key].value)
         assert rows[peer_key].role == "peer" and rows[peer_key].cells()[5] == "peer"
+
+    # Issue 26's goal is a ratio to Kafka's consumer of the same run: the columnar reader's row
+    # divides by it (its limit), and its target is met or not on that ratio.
+    columnar = rows["kafka_ours_read_txn_columnar"]
+    consumer = figures["kafka_consume_txn"].value
+    assert columnar.ratio == pytest.approx(figures["kafka_ours_read_txn_columnar"].value / consumer)
+    assert columnar.met == (columnar.ratio >= 2.0)
+    assert columnar.cells()[7].startswith("≥ 2× Kafka's consumer")
 
 
 def test_read_committed_consumer_sees_committed_transactions_only(bootstrap: str) -> None:
