@@ -69,7 +69,8 @@ class Replica:
         # agreed on the spool, so the index acknowledges what they hold); None since it last became
         # primary or stopped being it. Set by the append FSM; see `sync_for_reads`.
         self.synced_route: Any = None
-        self._sync_attempt: tuple[Any, asyncio.Task] | None = None  # (route, its pulse)
+        # (route, its pulse, when readers stop waiting for it: `sync_for_reads`)
+        self._sync_attempt: tuple[Any, asyncio.Task, float] | None = None
         # Persist completed spools at once even as a non-primary: set on spools kept across a lease
         # renewal, whose journal's new primary may not hold their content.
         self.persist_promptly = False
@@ -136,7 +137,7 @@ class Replica:
         if primary and not self.is_primary:
             self._refresh_now.set()
         if primary != self.is_primary:
-            self.synced_route = None
+            self.synced_route = self._sync_attempt = None
         self.is_primary = primary
 
     def head_behind(self) -> bool:
@@ -152,22 +153,24 @@ class Replica:
         not (docs/semantics.md#no-dirty-reads). Until then a new primary's index shows only what it
         acknowledged before (a former replica holds its commits back; a new member holds nothing),
         so its head would be behind what every member holds. Bounded by `timeout`; one pulse per
-        route, shared by concurrent readers: after it failed or timed out, readers go on with the
-        index as it is (what it shows is still held by every member) instead of waiting each time."""
+        route, shared by concurrent readers, waited for `timeout` in all from the first of them: after
+        it failed or ran out (a store down holds a pulse), readers go on with the index as it is (what
+        it shows is still held by every member) instead of waiting each time."""
         if self._pulse is None or self._stopped:
             return
         if self.synced_route is not None and route_equivalent(self.synced_route, route):
             return
         attempt = self._sync_attempt
+        loop = asyncio.get_running_loop()
         if attempt is None or not route_equivalent(attempt[0], route):
             task = asyncio.ensure_future(self._pulse(self.journal))
             task.set_name(f"read sync {self.journal}")
             task.add_done_callback(_log_sync_failure)
             self._tasks = [t for t in self._tasks if not t.done()] + [task]
-            self._sync_attempt = attempt = (route, task)
-        elif attempt[1].done():
-            return  # this route's pulse ended without a sync: do not wait for it again
-        await asyncio.wait({attempt[1]}, timeout=timeout)
+            self._sync_attempt = attempt = (route, task, loop.time() + timeout)
+        left = attempt[2] - loop.time()
+        if not attempt[1].done() and left > 0:  # readers wait `timeout` in all, from the first one
+            await asyncio.wait({attempt[1]}, timeout=left)
 
     def update_spec(self, spec: JournalSpec) -> None:
         stores_changed = spec.stores != self.spec.stores
