@@ -242,12 +242,14 @@ def _throughput(spark: Any, cluster: Any, settings: Settings) -> tuple[float, fl
 
 
 @contextlib.contextmanager
-def _session(jars: list[str]) -> Iterator[Any]:
+def session(jars: list[str], app: str = "bench-spark-live") -> Iterator[Any]:
+    """A local[2] Spark session with `jars` (Kafka's source and sink) for the bench's Spark parts
+    against Kafka (this one and bench/spark_sink.py), stopped on exit."""
     import fragments_io
 
     spark = fragments_io.spark_session(
         "local[2]",
-        "bench-spark-live",
+        app,
         **{
             "spark.jars": ",".join(jars),
             "spark.sql.shuffle.partitions": "2",
@@ -273,7 +275,7 @@ def run(settings: Settings, log: Log) -> dict[str, Figure]:
     jars = kafka_peer.spark_jars()
     with contextlib.ExitStack() as stack:
         tmp = stack.enter_context(tempfile.TemporaryDirectory(prefix="bench-spark-live-"))
-        spark = stack.enter_context(_session(jars))  # the JVM first, before any gRPC thread runs here
+        spark = stack.enter_context(session(jars))  # the JVM first, before any gRPC thread runs here
         bootstrap = stack.enter_context(kafka_peer.kafka_broker(log))
         cluster = stack.enter_context(
             LocalCluster(brokers=1, store=f"file://{tmp}/store/", data_dir=f"{tmp}/data", mode="subprocess")

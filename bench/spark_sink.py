@@ -26,10 +26,10 @@ import dataclasses
 import json
 import tempfile
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import Any
 
-from bench import kafka_peer
+from bench import kafka_peer, spark_live
 from bench.figures import Figure, Target
 
 Log = Callable[[str], None]
@@ -92,29 +92,6 @@ def _rows(spark: Any, n: int) -> Any:
     df.cache()
     df.count()
     return df
-
-
-@contextlib.contextmanager
-def _session(jars: list[str]) -> Iterator[Any]:
-    import fragments_io
-
-    spark = fragments_io.spark_session(
-        "local[2]",
-        "bench-spark-sink",
-        **{
-            "spark.jars": ",".join(jars),
-            "spark.sql.shuffle.partitions": "2",
-            "spark.default.parallelism": "2",
-            "spark.ui.enabled": "false",
-            "spark.ui.showConsoleProgress": "false",
-            "spark.sql.session.timeZone": "UTC",
-        },
-    )
-    spark.sparkContext.setLogLevel("ERROR")
-    try:
-        yield spark
-    finally:
-        spark.stop()
 
 
 class _Part:
@@ -208,7 +185,9 @@ def run(settings: Settings, log: Log) -> dict[str, Figure]:
     jars = kafka_peer.spark_jars()
     with contextlib.ExitStack() as stack:
         tmp = stack.enter_context(tempfile.TemporaryDirectory(prefix="bench-spark-sink-"))
-        spark = stack.enter_context(_session(jars))  # the JVM first, before any gRPC thread runs here
+        spark = stack.enter_context(
+            spark_live.session(jars, "bench-spark-sink")
+        )  # the JVM first, before any gRPC thread runs here
         bootstrap = stack.enter_context(kafka_peer.kafka_broker(log))
         cluster = stack.enter_context(
             LocalCluster(brokers=1, store=f"file://{tmp}/store/", data_dir=f"{tmp}/data", mode="subprocess")
