@@ -50,6 +50,7 @@ from gazette.protocol.status import Status
 log = logging.getLogger(__name__)
 
 DEFAULT_ROOT = "/gazette/cluster"
+IMPLEMENTATION = "gazette-py"  # BrokerSpec.implementation in what our brokers announce
 GRACEFUL_STOP_S = 5.0
 RENEW_HOLD_TTLS = 3  # after a lease renewal, unassigned replicas are kept this many lease TTLs
 
@@ -102,7 +103,7 @@ class Broker(Member):
         self.spool_dir = spool_dir
         self.metrics = BrokerMetrics()
         self.auth = KeyedAuth.coerce(auth_keys)
-        self.proxy = Proxy(self.auth, peer_tls)
+        self.proxy = Proxy(self.auth, peer_tls, pings=self._peer_is_ours)
         self.replicas: dict[str, Replica] = {}
         self._hold_until = 0.0  # loop time until which unassigned replicas are kept (lease renewal)
 
@@ -160,7 +161,17 @@ class Broker(Member):
                 id=pb.ProcessSpec.ID(zone=self.zone, suffix=self.suffix), endpoint=self.endpoint
             ),
             journal_limit=self.journal_limit,
+            implementation=IMPLEMENTATION,
         )
+
+    def _peer_is_ours(self, endpoint: str) -> bool:
+        """Whether the member announced at `endpoint` is a gazette-py broker (its BrokerSpec says
+        so; Gazette's leave the field empty). One not announced (yet) counts as ours, as before."""
+        for kv in self.ks.prefixed(layout.members_prefix(self.root)):
+            spec = kv.decoded
+            if spec.process_spec.endpoint == endpoint:
+                return bool(spec.implementation == IMPLEMENTATION)
+        return True
 
     def _before_renewal(self) -> None:
         """Lease loss: Gazette ends the process (docs/semantics.md#member-sessions), which also ends every

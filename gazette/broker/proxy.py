@@ -2,7 +2,8 @@
 #append-and-registers).
 
 The resolved header rides along so the receiver waits for this broker's etcd revision and checks it
-is the process addressed. Channels are cached per endpoint and closed with the broker. With auth
+is the process addressed. Channels are cached per endpoint and closed with the broker; they ping
+gazette-py peers only (`Proxy.__init__`). With auth
 keys, each forwarded call carries a token this broker signs for just that journal and the capability
 the call needs (as Gazette's brokers self-sign their proxy and replication calls); https:// peers
 are dialed over TLS with the broker's peer TLS config.
@@ -10,7 +11,7 @@ are dialed over TLS with the broker's peer TLS config.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 
 import grpc
 
@@ -21,7 +22,7 @@ from gazette.protocol import broker_pb2 as pb
 from gazette.protocol import broker_pb2_grpc as pb_grpc
 from gazette.protocol import gazette_py_pb2 as gpy
 from gazette.protocol import gazette_py_pb2_grpc as gpy_grpc
-from gazette.protocol.endpoints import GRPC_PEER_OPTIONS
+from gazette.protocol.endpoints import GRPC_CLIENT_OPTIONS, GRPC_PEER_OPTIONS
 from gazette.protocol.status import Status, to_pb
 
 REPLICATE_METHOD = "/protocol.Journal/Replicate"
@@ -32,10 +33,19 @@ def _as_bytes(data: bytes) -> bytes:
 
 
 class Proxy:
-    def __init__(self, auth: KeyedAuth | None = None, peer_tls: TLSConfig | None = None) -> None:
-        self._channels: dict[str, grpc.aio.Channel] = {}
+    def __init__(
+        self,
+        auth: KeyedAuth | None = None,
+        peer_tls: TLSConfig | None = None,
+        pings: Callable[[str], bool] | None = None,
+    ) -> None:
+        """`pings(endpoint)`: whether the channel to that peer pings it every PEER_KEEPALIVE_S (a
+        gazette-py peer), or not at all (Gazette's Go brokers answer such pings with GOAWAY
+        too_many_pings, which ends every stream on the connection); None: always."""
+        self._channels: dict[tuple[str, bool], grpc.aio.Channel] = {}
         self.auth = auth
         self.peer_tls = peer_tls
+        self._pings = pings
 
     def stub(self, endpoint: str) -> pb_grpc.JournalStub:
         return pb_grpc.JournalStub(self._channel(endpoint))
@@ -61,10 +71,11 @@ class Proxy:
         return method(metadata=self.metadata(Capability.REPLICATE, journal))
 
     def _channel(self, endpoint: str) -> grpc.aio.Channel:
-        ch = self._channels.get(endpoint)
+        pings = self._pings is None or self._pings(endpoint)
+        ch = self._channels.get((endpoint, pings))
         if ch is None:
-            ch = aio_channel(endpoint, self.peer_tls, GRPC_PEER_OPTIONS)
-            self._channels[endpoint] = ch
+            ch = aio_channel(endpoint, self.peer_tls, GRPC_PEER_OPTIONS if pings else GRPC_CLIENT_OPTIONS)
+            self._channels[(endpoint, pings)] = ch
         return ch
 
     async def close(self) -> None:

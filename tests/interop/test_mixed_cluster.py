@@ -188,6 +188,43 @@ def test_mixed_cluster_keeps_every_acknowledged_append_through_sigkills_of_eithe
         raise
 
 
+IDLE_S = 15.0  # Gazette's broker answered our 2 s pings with GOAWAY after about three of them
+
+
+def test_idle_replication_between_the_kinds_keeps_its_connections(gazette_bin, tmp_path) -> None:
+    """Our brokers ping their peers every 2 s (a SIGSTOPped peer must not hold a spool for ever), but
+    Gazette's Go brokers keep gRPC's default enforcement: pings more often than every 5 minutes on a
+    connection they send nothing on are answered with GOAWAY too_many_pings, which ended our primary's
+    idle Replicate streams to them, so the next append through either kind failed in replication. Our
+    brokers announce `implementation: gazette-py` in their BrokerSpec and ping only peers that do:
+    after a pause long enough for several pings, appends of R=2 journals (each route one broker of
+    each kind) through our broker succeed, and neither broker logged a GOAWAY or a failed replication."""
+    with LocalCluster(
+        brokers=2, mode="subprocess", broker_kinds=["gazette-py", "gazette"], data_dir=str(tmp_path / "c"),
+        log_level="INFO",
+    ) as cluster:  # fmt: skip
+        # Through our broker: it dials the Go broker whichever kind is primary (its pipeline, or a
+        # proxied append), so a ping too many would reach a Go server.
+        client = gazette.connect(broker=cluster.brokers[0].endpoint)
+        names = [f"interop/idle/part-{i:03d}" for i in range(4)]
+        client.apply_journals([cluster.journal_spec(n, replication=2) for n in names])
+        cluster.wait_for_routes()
+        for n in names:
+            client.append(n, b"before the pause\n")
+        time.sleep(IDLE_S)  # not a timing assertion: the time for the pings a Go broker refuses
+        for n in names:
+            client.append(n, b"after the pause\n")
+        client.close()
+        spec_of = pb.BrokerSpec.FromString
+        announced = {spec_of(v).process_spec.endpoint: spec_of(v).implementation
+                     for _k, v in _etcd_range(cluster.etcd_endpoint, layout.members_prefix(cluster.root))}  # fmt: skip
+        expected = {h.endpoint: "gazette-py" if h.kind == "gazette-py" else "" for h in cluster.brokers}
+        logs = {h.suffix: open(h.log_path, errors="replace").read() for h in cluster.brokers}
+    assert cluster.brokers[0].kind == "gazette-py" and announced == expected  # what each kind announces
+    for suffix, text in logs.items():
+        assert "too_many_pings" not in text and "failed in replication" not in text, (suffix, text[-3000:])
+
+
 def test_flush_says_which_broker_lacks_it(gazette_bin, tmp_path) -> None:
     """Flush is gazette-py's own RPC: it works where the journal's primary is ours, and otherwise fails
     with one line naming the RPC and the broker, whether a Gazette broker was dialed or ours proxied."""
