@@ -247,7 +247,7 @@ def task_fault(point: str, partition: int, attempt: int, rows: int, pub: Publish
     `<point>:<rows>:<partition>`, each acting on the first attempt of that partition only.
     `kill-after-rows` flushes and SIGKILLs the Python worker once `rows` rows are published (a task
     dying mid-write); `hold-after-rows` flushes, then holds the attempt mid-write (`_hold`) so that a
-    test can kill the executor under it; `raise-after-write` fails the attempt after all its rows
+    test can kill the executor under it, or have Spark speculate a copy of it; `raise-after-write` fails the attempt after all its rows
     were appended (a duplicate attempt whose output must never count)."""
     spec = os.environ.get(TASK_FAULT_ENV)
     if not spec or attempt != 0:

@@ -183,3 +183,39 @@ def active_executors(spark: Any, count: int) -> list[str]:
     from cluster_driver import wait_for_executors
 
     return wait_for_executors(spark, count)
+
+
+@job
+def last_job_attempts(spark: Any) -> list[dict[str, Any]]:
+    """Every task attempt of the application's latest job, from the driver's status store: its
+    partition (index), attempt number, executor and host, status (RUNNING, SUCCESS, KILLED, FAILED),
+    whether Spark launched it as a speculative copy, and its error or kill reason."""
+    from cluster_driver import LISTENER_DRAIN_MS
+
+    sc = spark.sparkContext
+    tracker = sc.statusTracker()
+    jobs = tracker.getJobIdsForGroup()
+    if not jobs:
+        return []
+    info = tracker.getJobInfo(max(jobs))
+    store = sc._jsc.sc().statusStore()
+    sc._jsc.sc().listenerBus().waitUntilEmpty(LISTENER_DRAIN_MS)
+    out = []
+    for stage in info.stageIds if info is not None else []:
+        tasks = store.taskList(stage, 0, 10_000)
+        for i in range(tasks.size()):
+            t = tasks.apply(i)
+            error = t.errorMessage()
+            out.append(
+                {
+                    "stage": stage,
+                    "partition": t.index(),
+                    "attempt": t.attempt(),
+                    "executor": t.executorId(),
+                    "host": t.host(),
+                    "status": t.status(),
+                    "speculative": t.speculative(),
+                    "error": error.get() if error.isDefined() else None,
+                }
+            )
+    return sorted(out, key=lambda a: (a["partition"], a["attempt"]))

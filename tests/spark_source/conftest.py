@@ -60,13 +60,17 @@ class SparkCluster:
 
 @contextlib.contextmanager
 def running_spark_cluster(
-    work: pathlib.Path, executor_env: dict[str, str] | None = None
+    work: pathlib.Path,
+    executor_env: dict[str, str] | None = None,
+    conf: dict[str, str] | None = None,
+    worker_hosts: list[str] | None = None,
 ) -> Iterator[SparkCluster]:
     """A SparkCluster in `work`: a driver process (cluster_driver.py) whose session runs on a standalone
     cluster of CLUSTER_WORKERS one-core Workers, one executor on each. Executors learn the Python to run,
     where fragments_io is (this checkout), the S3 credentials and `executor_env` only from the
-    application's configuration (the daemons' environment has none of them). Every process is stopped
-    on exit, and when starting fails."""
+    application's configuration (the daemons' environment has none of them). `conf` adds to (or
+    overrides) the application's configuration; `worker_hosts` gives each Worker a loopback address of
+    its own (standalone.SparkStandalone). Every process is stopped on exit, and when starting fails."""
     from cluster_driver import RemoteDriver
     from needs import KAFKA_JARS_STEP, missing
     from standalone import QUICK_JVM, SparkStandalone
@@ -79,7 +83,7 @@ def running_spark_cluster(
         missing(f"a Spark standalone cluster needs Java: {exc}", KAFKA_JARS_STEP)
     repo = str(pathlib.Path(fragments_io.__file__).resolve().parents[1])
     aws = {k: v for k, v in os.environ.items() if k.startswith("AWS_")}  # the session's dummy ones
-    conf = {
+    app_conf = {
         "spark.executor.cores": "1",
         "spark.cores.max": str(CLUSTER_WORKERS),
         "spark.executor.memory": "512m",
@@ -95,14 +99,15 @@ def running_spark_cluster(
         "spark.sql.session.timeZone": "UTC",
         "spark.ui.enabled": "false",
         "spark.ui.showConsoleProgress": "false",
+        **(conf or {}),
     }
     # The driver's PYSPARK_PYTHON is the Python its executors run (a session started from Python
     # ignores spark.pyspark.python, which only spark-submit reads).
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([repo, _HERE]), "PYSPARK_PYTHON": sys.executable}
     env["SPARK_LOCAL_IP"] = "127.0.0.1"
-    cluster = SparkStandalone(work, workers=CLUSTER_WORKERS, cores=1, memory="1g")
+    cluster = SparkStandalone(work, workers=CLUSTER_WORKERS, cores=1, memory="1g", worker_hosts=worker_hosts)
     with cluster.start(wait=False):  # the driver starts while the Workers register
-        config = {"master": cluster.master_url, "conf": conf, "executors": CLUSTER_WORKERS}
+        config = {"master": cluster.master_url, "conf": app_conf, "executors": CLUSTER_WORKERS}
         driver = RemoteDriver(config, env, work / "driver.log").start()
         try:
             cluster.wait_for_workers()
@@ -121,12 +126,17 @@ def spark_cluster(aws_dummy_credentials, tmp_path_factory):
 
 @pytest.fixture
 def make_spark_cluster(aws_dummy_credentials, tmp_path_factory):
-    """`make_spark_cluster(executor_env=None)`: a SparkCluster of the test's own (running_spark_cluster,
-    with `executor_env` in its executors' environment), stopped after the test."""
+    """`make_spark_cluster(executor_env=None, conf=None, worker_hosts=None)`: a SparkCluster of the
+    test's own (running_spark_cluster, with `executor_env` in its executors' environment, `conf` in the
+    application's configuration, Workers on `worker_hosts`), stopped after the test."""
     with contextlib.ExitStack() as stack:
 
-        def make(executor_env: dict[str, str] | None = None) -> SparkCluster:
+        def make(
+            executor_env: dict[str, str] | None = None,
+            conf: dict[str, str] | None = None,
+            worker_hosts: list[str] | None = None,
+        ) -> SparkCluster:
             work = tmp_path_factory.mktemp("spark-standalone-own")
-            return stack.enter_context(running_spark_cluster(work, executor_env))
+            return stack.enter_context(running_spark_cluster(work, executor_env, conf, worker_hosts))
 
         yield make

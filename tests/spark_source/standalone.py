@@ -89,15 +89,28 @@ def executor_id(pid: int) -> str:
 
 
 class SparkStandalone:
-    """`workers` Workers of `cores` cores and `memory` each, under one Master, all on 127.0.0.1.
+    """`workers` Workers of `cores` cores and `memory` each, under one Master, all on 127.0.0.1 unless
+    `worker_hosts` gives each Worker a loopback address of its own (e.g. 127.0.0.2): Spark then sees
+    distinct hosts, as it must for speculation (it never runs a task's speculative copy on a host that
+    runs an attempt of it already).
 
     `master_url` (spark://127.0.0.1:PORT) and `web_url` (the Master's UI, whose /json lists the
     workers) are set by `start()`; `worker_pids` are the Worker JVMs' pids (an executor's parent).
     """
 
-    def __init__(self, workdir: Path, workers: int = 2, cores: int = 1, memory: str = "1g") -> None:
+    def __init__(
+        self,
+        workdir: Path,
+        workers: int = 2,
+        cores: int = 1,
+        memory: str = "1g",
+        worker_hosts: list[str] | None = None,
+    ) -> None:
         self.workdir = Path(workdir)
         self.workers = workers
+        self.worker_hosts = list(worker_hosts) if worker_hosts else ["127.0.0.1"] * workers
+        if len(self.worker_hosts) != workers or not all(h.startswith("127.") for h in self.worker_hosts):
+            raise ValueError(f"worker_hosts must be {workers} loopback addresses, got {worker_hosts}")
         self.cores = cores
         self.memory = memory
         self.master_url = ""
@@ -109,7 +122,7 @@ class SparkStandalone:
     def worker_pids(self) -> list[int]:
         return [p.pid for name, p, _ in self._procs if name.startswith("worker")]
 
-    def _env(self) -> dict[str, str]:
+    def _env(self, host: str = "127.0.0.1") -> dict[str, str]:
         env = {
             k: v
             for k, v in os.environ.items()
@@ -120,7 +133,7 @@ class SparkStandalone:
         env.update(
             SPARK_HOME=str(spark_home()),
             SPARK_CONF_DIR=str(conf),
-            SPARK_LOCAL_IP="127.0.0.1",
+            SPARK_LOCAL_IP=host,
             SPARK_DAEMON_MEMORY=DAEMON_MEMORY,
             SPARK_DAEMON_JAVA_OPTS=QUICK_JVM,
             # The Master's REST submission server would bind the fixed port 6066.
@@ -128,7 +141,7 @@ class SparkStandalone:
         )
         return env
 
-    def _launch(self, name: str, args: list[str]) -> subprocess.Popen[bytes]:
+    def _launch(self, name: str, args: list[str], host: str = "127.0.0.1") -> subprocess.Popen[bytes]:
         log = self.workdir / f"{name}.log"
         with open(log, "wb") as out:
             proc = subprocess.Popen(
@@ -136,7 +149,7 @@ class SparkStandalone:
                 stdin=subprocess.DEVNULL,
                 stdout=out,
                 stderr=subprocess.STDOUT,
-                env=self._env(),
+                env=self._env(host),
                 cwd=self.workdir,
                 start_new_session=True,  # its own process group: its executors are stopped with it
             )
@@ -179,12 +192,12 @@ class SparkStandalone:
             self._launch("master", [MASTER_CLASS, "--host", "127.0.0.1", "--port", "0", "--webui-port", "0"])
             self.master_url = self._wait_for_log("master", _MASTER_URL, self._deadline)
             self.web_url = f"http://127.0.0.1:{self._wait_for_log('master', _MASTER_UI, self._deadline)}"
-            for i in range(self.workers):
+            for i, host in enumerate(self.worker_hosts):
                 work = self.workdir / f"worker-{i}"
                 work.mkdir(exist_ok=True)
-                args = ["--host", "127.0.0.1", "--port", "0", "--webui-port", "0", "--cores", str(self.cores)]
+                args = ["--host", host, "--port", "0", "--webui-port", "0", "--cores", str(self.cores)]
                 args += ["--memory", self.memory, "--work-dir", str(work), self.master_url]
-                self._launch(f"worker-{i}", [WORKER_CLASS, *args])
+                self._launch(f"worker-{i}", [WORKER_CLASS, *args], host)
             if wait:
                 self.wait_for_workers()
         except BaseException:

@@ -10,8 +10,14 @@ messages in the journal, uncommitted, then SIGKILLs the executor JVM above that 
 executor, the job succeeds, and ReadCommitted of the output equals the input rows exactly once,
 although the journal still holds the killed attempt's messages (published, never acknowledged).
 
-The test kills an executor of its cluster, so it starts a cluster of its own rather than sharing the
-session's `spark_cluster` (whose tests count on its executors).
+A speculative duplicate attempt (spark.speculation on, Workers on two loopback addresses so that
+Spark sees two hosts): the same held first attempt of partition 0 makes Spark launch a speculative
+copy on the other executor; the copy is committed, Spark kills the original once the stage has
+finished, and ReadCommitted equals the input rows exactly once although the journal holds partition
+0's rows from both attempts' producers, only the copy's acknowledged.
+
+Each test breaks (or reconfigures) its cluster, so it starts a cluster of its own rather than sharing
+the session's `spark_cluster` (whose tests count on its executors).
 """
 
 from __future__ import annotations
@@ -27,7 +33,7 @@ from sink_checks import committed, ids, make_journals
 from standalone import executor_above, executor_id, proc_stat
 
 from fragments_io.sink import TASK_FAULT_ENV, TASK_HOLD_ENV
-from gazette.message.reader import ReadUncommitted
+from gazette.message.reader import ReadCommitted, ReadUncommitted
 from gazette.message.uuid import Flags
 
 JOURNAL = "cf/out"
@@ -114,3 +120,107 @@ def test_executor_jvm_killed_mid_write_reruns_its_task_exactly_once(
     # The Worker whose executor died launched another: the application has two again.
     now = driver.run("active_executors", count=2)["value"]
     assert len(now) == 2 and killed not in now and set(executors) - {killed} <= set(now), now
+
+
+# --- a speculative duplicate attempt ---------------------------------------------------------------
+# Spark's own speculation: partition 0's first attempt holds mid-write (the same task fault), the
+# other partitions finish on the other executor, and Spark launches a speculative copy of partition 0
+# there. Spark never runs a speculative copy on a host already running an attempt of that task, so
+# the Workers get loopback addresses of their own (127.0.0.1, 127.0.0.2): two hosts to Spark.
+SPEC_HOSTS = ["127.0.0.1", "127.0.0.2"]
+SPECULATION = {
+    "spark.speculation": "true",
+    "spark.speculation.interval": "100ms",
+    "spark.speculation.quantile": "0.5",  # 2 of the 4 tasks done
+    "spark.speculation.multiplier": "1.5",
+    "spark.speculation.minTaskRuntime": "100ms",
+    # Spark 3.4+ also asks a slow task to be "inefficient" (a low rate of records read); a held task
+    # read its input already, so only the run time decides here.
+    "spark.speculation.efficiency.enabled": "false",
+}
+ORIGINAL_END_WAIT_S = 60.0  # for the killed original to show in the status store, and its worker to go
+
+
+def _attempts_of(driver, partition: int) -> dict[int, dict]:
+    """{attempt number: the status store's record} of `partition`'s tasks in the latest job."""
+    attempts = driver.run("last_job_attempts")["value"]
+    return {a["attempt"]: a for a in attempts if a["partition"] == partition}
+
+
+def _wait_for_end(driver, partition: int, attempt: int, pid: int) -> dict:
+    """That attempt's record once it is no longer RUNNING and its Python worker `pid` is gone (or a
+    zombie); fails after ORIGINAL_END_WAIT_S."""
+    deadline = time.monotonic() + ORIGINAL_END_WAIT_S
+    while True:
+        record = _attempts_of(driver, partition).get(attempt)
+        if record is not None and record["status"] != "RUNNING" and not _alive(pid):
+            return record
+        if time.monotonic() > deadline:
+            pytest.fail(f"attempt {attempt} of partition {partition} did not end: {record}, pid {pid} alive")
+        time.sleep(1.0)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except FileNotFoundError:
+        return False
+
+
+def test_speculative_duplicate_attempt_is_written_once(make_spark_cluster, make_local_cluster, tmp_path):
+    """Partition 0's first attempt publishes its first batch and holds, on one executor; the other
+    executor runs the three other tasks, then Spark's speculation launches attempt 1 of partition 0
+    there, which writes all of the partition's rows and is committed (the output commit coordinator
+    lets it). The job ends once every partition has succeeded, while the original still holds, and
+    Spark kills the original (the stage finished). ReadCommitted of the output equals the input rows
+    exactly once; the raw journal holds partition 0's rows from two producers, only one acknowledged."""
+    hold = tmp_path / "held.json"
+    fault = {TASK_FAULT_ENV: f"hold-after-rows:{BATCH_ROWS}:{HELD_PARTITION}", TASK_HOLD_ENV: str(hold)}
+    spark = make_spark_cluster(executor_env=fault, conf=SPECULATION, worker_hosts=SPEC_HOSTS)
+    brokers = make_local_cluster(1)
+    client = make_journals(brokers, [JOURNAL])
+    driver = spark.driver
+    assert len(driver.ready["executors"]) == 2, driver.ready
+
+    args = {"broker": brokers.broker_endpoints[0], "journal": JOURNAL, "rows": ROWS}
+    driver.submit("range_to_gazette", partitions=PARTITIONS, batch_rows=BATCH_ROWS, **args)
+    try:
+        held = _wait_for_hold(hold, driver)
+        assert (held["partition"], held["attempt"]) == (HELD_PARTITION, 0), held
+        executor, chain = executor_above(held["pid"])
+        assert executor is not None, f"no executor JVM above the held task's Python worker: {chain}"
+        held_executor = executor_id(executor)
+        # The original stays held throughout: the job can only end through a speculative copy.
+        reply = driver.result("range_to_gazette", timeout=JOB_WAIT_S)
+        original = _wait_for_end(driver, HELD_PARTITION, 0, held["pid"])
+    finally:
+        hold.unlink(missing_ok=True)  # a held task still alive (the test failed) goes on
+    assert reply["value"] == {"partitions": PARTITIONS}, reply
+
+    attempts = _attempts_of(driver, HELD_PARTITION)
+    assert set(attempts) == {0, 1}, attempts
+    copy = attempts[1]
+    # The copy was a speculative task on the other executor (the other host) and succeeded; the
+    # original, on the held executor, was killed while held (its Python worker is gone).
+    assert copy["speculative"] and copy["status"] == "SUCCESS", attempts
+    assert copy["executor"] != held_executor and copy["host"] != attempts[0]["host"], attempts
+    assert attempts[0]["executor"] == held_executor and not attempts[0]["speculative"], attempts
+    assert original["status"] == "KILLED", original
+
+    assert ids(committed(client, JOURNAL)) == Counter(range(ROWS))
+    part = range(ROWS // PARTITIONS)  # partition 0's ids
+    original_producer = bytes.fromhex(held["producer"])
+    winners = {e.producer for e in ReadCommitted(client, JOURNAL, skip_acks=True) if e.message["id"] in part}
+    assert len(winners) == 1 and original_producer not in winners, winners
+    (winner,) = winners
+    # Both attempts published partition 0's rows: the copy all of them, acknowledged; the original
+    # its first batch, never acknowledged (nor rolled back: killed).
+    won, won_acks = _of_producer(client, winner)
+    assert won == list(part) and won_acks == 1
+    assert _of_producer(client, original_producer) == (list(range(held["rows"])), 0)
+    assert _data_messages(client) == ROWS + held["rows"]
+    print(
+        f"speculation: original on executor {held_executor} ({attempts[0]['host']}) {original['status']} "
+        f"({original['error']!r}); speculative copy on executor {copy['executor']} ({copy['host']}) committed"
+    )
