@@ -69,7 +69,7 @@ def running_spark_cluster(
     cluster of CLUSTER_WORKERS one-core Workers, one executor on each. Executors learn the Python to run,
     where fragments_io is (this checkout), the S3 credentials and `executor_env` only from the
     application's configuration (the daemons' environment has none of them). `conf` adds to (or
-    overrides) the application's configuration; `worker_hosts` gives each Worker a loopback address of
+    overrides) the application's configuration; `worker_hosts` gives each Worker a name of 127.0.0.1 of
     its own (standalone.SparkStandalone). Every process is stopped on exit, and when starting fails."""
     from cluster_driver import RemoteDriver
     from needs import KAFKA_JARS_STEP, missing

@@ -16,6 +16,7 @@ import json
 import os
 import re
 import signal
+import socket
 import subprocess
 import time
 import urllib.error
@@ -88,11 +89,18 @@ def executor_id(pid: int) -> str:
     return args[args.index("--executor-id") + 1]
 
 
+def _resolves_to_loopback(host: str) -> bool:
+    try:
+        return socket.gethostbyname(host) == "127.0.0.1"
+    except OSError:
+        return False
+
+
 class SparkStandalone:
-    """`workers` Workers of `cores` cores and `memory` each, under one Master, all on 127.0.0.1 unless
-    `worker_hosts` gives each Worker a loopback address of its own (e.g. 127.0.0.2): Spark then sees
-    distinct hosts, as it must for speculation (it never runs a task's speculative copy on a host that
-    runs an attempt of it already).
+    """`workers` Workers of `cores` cores and `memory` each, under one Master, all bound to 127.0.0.1;
+    `worker_hosts` gives each Worker a host name of its own that resolves to 127.0.0.1 (e.g.
+    "127.0.0.1" and "localhost"): Spark then sees distinct hosts, as it must for speculation (it never
+    runs a task's speculative copy on a host that runs an attempt of it already).
 
     `master_url` (spark://127.0.0.1:PORT) and `web_url` (the Master's UI, whose /json lists the
     workers) are set by `start()`; `worker_pids` are the Worker JVMs' pids (an executor's parent).
@@ -109,8 +117,8 @@ class SparkStandalone:
         self.workdir = Path(workdir)
         self.workers = workers
         self.worker_hosts = list(worker_hosts) if worker_hosts else ["127.0.0.1"] * workers
-        if len(self.worker_hosts) != workers or not all(h.startswith("127.") for h in self.worker_hosts):
-            raise ValueError(f"worker_hosts must be {workers} loopback addresses, got {worker_hosts}")
+        if len(self.worker_hosts) != workers or not all(_resolves_to_loopback(h) for h in self.worker_hosts):
+            raise ValueError(f"worker_hosts must be {workers} names of 127.0.0.1, got {worker_hosts}")
         self.cores = cores
         self.memory = memory
         self.master_url = ""
@@ -133,7 +141,8 @@ class SparkStandalone:
         env.update(
             SPARK_HOME=str(spark_home()),
             SPARK_CONF_DIR=str(conf),
-            SPARK_LOCAL_IP=host,
+            SPARK_LOCAL_IP="127.0.0.1",  # what every daemon binds; `host` is only the name it gives
+            SPARK_LOCAL_HOSTNAME=host,
             SPARK_DAEMON_MEMORY=DAEMON_MEMORY,
             SPARK_DAEMON_JAVA_OPTS=QUICK_JVM,
             # The Master's REST submission server would bind the fixed port 6066.

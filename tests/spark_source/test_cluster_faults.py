@@ -10,7 +10,7 @@ messages in the journal, uncommitted, then SIGKILLs the executor JVM above that 
 executor, the job succeeds, and ReadCommitted of the output equals the input rows exactly once,
 although the journal still holds the killed attempt's messages (published, never acknowledged).
 
-A speculative duplicate attempt (spark.speculation on, Workers on two loopback addresses so that
+A speculative duplicate attempt (spark.speculation on, Workers under two names of 127.0.0.1 so that
 Spark sees two hosts): the same held first attempt of partition 0 makes Spark launch a speculative
 copy on the other executor; the copy is committed, Spark kills the original once the stage has
 finished, and ReadCommitted equals the input rows exactly once although the journal holds partition
@@ -126,8 +126,8 @@ def test_executor_jvm_killed_mid_write_reruns_its_task_exactly_once(
 # Spark's own speculation: partition 0's first attempt holds mid-write (the same task fault), the
 # other partitions finish on the other executor, and Spark launches a speculative copy of partition 0
 # there. Spark never runs a speculative copy on a host already running an attempt of that task, so
-# the Workers get loopback addresses of their own (127.0.0.1, 127.0.0.2): two hosts to Spark.
-SPEC_HOSTS = ["127.0.0.1", "127.0.0.2"]
+# the Workers get host names of their own, both 127.0.0.1 ("127.0.0.1", "localhost"): two hosts to Spark.
+SPEC_HOSTS = ["127.0.0.1", "localhost"]
 SPECULATION = {
     "spark.speculation": "true",
     "spark.speculation.interval": "100ms",
