@@ -50,7 +50,14 @@ from gazette.protocol.status import Status
 log = logging.getLogger(__name__)
 
 DEFAULT_ROOT = "/gazette/cluster"
-IMPLEMENTATION = "gazette-py"  # BrokerSpec.implementation in what our brokers announce
+IMPLEMENTATION = "gazette-py"  # gazette_py.BrokerImplementation in what our brokers announce
+
+
+def implementation_of(spec: pb.BrokerSpec) -> str:
+    """The gazette_py.BrokerImplementation a member's announced BrokerSpec carries ("" for Gazette's)."""
+    return gpy.BrokerImplementation.FromString(spec.SerializeToString()).implementation
+
+
 GRACEFUL_STOP_S = 5.0
 RENEW_HOLD_TTLS = 3  # after a lease renewal, unassigned replicas are kept this many lease TTLs
 
@@ -115,7 +122,10 @@ class Broker(Member):
         return journal_adapter(self.max_replication)
 
     def _member_value(self) -> bytes:
-        return self._broker_spec().SerializeToString()
+        # A BrokerSpec, then the field that tells peers this broker is gazette-py (a peer parses
+        # the same bytes as gazette_py.BrokerImplementation; Gazette's keep it as unknown).
+        mark = gpy.BrokerImplementation(implementation=IMPLEMENTATION)
+        return self._broker_spec().SerializeToString() + mark.SerializeToString()
 
     def _mark_exiting(self, value: bytes) -> bytes:
         return broker_spec_exiting(value)
@@ -161,16 +171,16 @@ class Broker(Member):
                 id=pb.ProcessSpec.ID(zone=self.zone, suffix=self.suffix), endpoint=self.endpoint
             ),
             journal_limit=self.journal_limit,
-            implementation=IMPLEMENTATION,
         )
 
     def _peer_is_ours(self, endpoint: str) -> bool:
-        """Whether the member announced at `endpoint` is a gazette-py broker (its BrokerSpec says
-        so; Gazette's leave the field empty). One not announced (yet) counts as ours, as before."""
+        """Whether the member announced at `endpoint` is a gazette-py broker (its announcement
+        carries gazette_py.BrokerImplementation, which the decoded BrokerSpec keeps as an unknown
+        field; Gazette's brokers announce none). One not announced (yet) counts as ours, as before."""
         for kv in self.ks.prefixed(layout.members_prefix(self.root)):
             spec = kv.decoded
             if spec.process_spec.endpoint == endpoint:
-                return bool(spec.implementation == IMPLEMENTATION)
+                return implementation_of(spec) == IMPLEMENTATION
         return True
 
     def _before_renewal(self) -> None:

@@ -160,16 +160,14 @@ class ProcessSpec(_message.Message):
     def __init__(self, id: _Optional[_Union[ProcessSpec.ID, _Mapping]] = ..., endpoint: _Optional[str] = ...) -> None: ...
 
 class BrokerSpec(_message.Message):
-    __slots__ = ("process_spec", "journal_limit", "exiting", "implementation")
+    __slots__ = ("process_spec", "journal_limit", "exiting")
     PROCESS_SPEC_FIELD_NUMBER: _ClassVar[int]
     JOURNAL_LIMIT_FIELD_NUMBER: _ClassVar[int]
     EXITING_FIELD_NUMBER: _ClassVar[int]
-    IMPLEMENTATION_FIELD_NUMBER: _ClassVar[int]
     process_spec: ProcessSpec
     journal_limit: int
     exiting: bool
-    implementation: str
-    def __init__(self, process_spec: _Optional[_Union[ProcessSpec, _Mapping]] = ..., journal_limit: _Optional[int] = ..., exiting: _Optional[bool] = ..., implementation: _Optional[str] = ...) -> None: ...
+    def __init__(self, process_spec: _Optional[_Union[ProcessSpec, _Mapping]] = ..., journal_limit: _Optional[int] = ..., exiting: _Optional[bool] = ...) -> None: ...
 
 class Route(_message.Message):
     __slots__ = ("members", "primary", "endpoints")

@@ -148,3 +148,9 @@ class InspectResponse(_message.Message):
     publish_at: _containers.ScalarMap[str, int]
     side_effects: SideEffectsState
     def __init__(self, status: _Optional[_Union[_shard_pb2.Status, str]] = ..., header: _Optional[_Union[_broker_pb2.Header, _Mapping]] = ..., checkpoint_json: _Optional[str] = ..., sequencer_json: _Optional[str] = ..., queued: _Optional[_Mapping[str, int]] = ..., transactions: _Optional[_Iterable[_Union[TxnTiming, _Mapping]]] = ..., transactions_completed: _Optional[int] = ..., read_through: _Optional[_Mapping[str, int]] = ..., publish_at: _Optional[_Mapping[str, int]] = ..., side_effects: _Optional[_Union[SideEffectsState, _Mapping]] = ...) -> None: ...
+
+class BrokerImplementation(_message.Message):
+    __slots__ = ("implementation",)
+    IMPLEMENTATION_FIELD_NUMBER: _ClassVar[int]
+    implementation: str
+    def __init__(self, implementation: _Optional[str] = ...) -> None: ...

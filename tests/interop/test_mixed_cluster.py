@@ -41,6 +41,7 @@ from gazette.keyspace import layout
 from gazette.local import LocalCluster
 from gazette.protocol import broker_pb2 as pb
 from gazette.protocol import broker_pb2_grpc as pb_grpc
+from gazette.protocol import gazette_py_pb2 as gpy
 from gazette.protocol.endpoints import grpc_target
 from gazette.protocol.errors import GazetteError
 
@@ -196,7 +197,7 @@ def test_idle_replication_between_the_kinds_keeps_its_connections(gazette_bin, t
     Gazette's Go brokers keep gRPC's default enforcement: pings more often than every 5 minutes on a
     connection they send nothing on are answered with GOAWAY too_many_pings, which ended our primary's
     idle Replicate streams to them, so the next append through either kind failed in replication. Our
-    brokers announce `implementation: gazette-py` in their BrokerSpec and ping only peers that do:
+    brokers announce a gazette_py.BrokerImplementation after their BrokerSpec and ping only peers that do:
     after a pause long enough for several pings, appends of R=2 journals (each route one broker of
     each kind) through our broker succeed, and neither broker logged a GOAWAY or a failed replication."""
     with LocalCluster(
@@ -215,8 +216,7 @@ def test_idle_replication_between_the_kinds_keeps_its_connections(gazette_bin, t
         for n in names:
             client.append(n, b"after the pause\n")
         client.close()
-        spec_of = pb.BrokerSpec.FromString
-        announced = {spec_of(v).process_spec.endpoint: spec_of(v).implementation
+        announced = {pb.BrokerSpec.FromString(v).process_spec.endpoint: gpy.BrokerImplementation.FromString(v).implementation
                      for _k, v in _etcd_range(cluster.etcd_endpoint, layout.members_prefix(cluster.root))}  # fmt: skip
         expected = {h.endpoint: "gazette-py" if h.kind == "gazette-py" else "" for h in cluster.brokers}
         logs = {h.suffix: open(h.log_path, errors="replace").read() for h in cluster.brokers}
