@@ -51,15 +51,13 @@ log = logging.getLogger(__name__)
 
 DEFAULT_ROOT = "/gazette/cluster"
 IMPLEMENTATION = "gazette-py"  # gazette_py.BrokerImplementation in what our brokers announce
+GRACEFUL_STOP_S = 5.0
+RENEW_HOLD_TTLS = 3  # after a lease renewal, unassigned replicas are kept this many lease TTLs
 
 
 def implementation_of(spec: pb.BrokerSpec) -> str:
     """The gazette_py.BrokerImplementation a member's announced BrokerSpec carries ("" for Gazette's)."""
     return gpy.BrokerImplementation.FromString(spec.SerializeToString()).implementation
-
-
-GRACEFUL_STOP_S = 5.0
-RENEW_HOLD_TTLS = 3  # after a lease renewal, unassigned replicas are kept this many lease TTLs
 
 
 class Broker(Member):
