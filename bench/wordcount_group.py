@@ -45,10 +45,11 @@ import uuid
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from bench import consumer, kstreams_peer, runner, wordcount_pause
+from bench import consumer, kstreams_peer, wordcount_pause
 from bench.figures import Figure, Target
 from bench.messages import publish
 from gazette.consumer import Application, ConsumerGroup, ShardSpec
+from gazette.consumer.client import ShardInspection
 from gazette.consumer.consumer import ShardInfo
 from gazette.examples.wordcount import partition_of, read_counts, store_counts
 from gazette.local.cluster import LocalCluster
@@ -68,11 +69,6 @@ Log = Callable[[str], None]
 
 class GroupBenchError(consumer.ConsumerBenchError):
     """A run of the group word count went wrong (a shard never served, a kill that missed, the oracle)."""
-
-
-def settings_for(bench: runner.Settings) -> kstreams_peer.Settings:
-    """Kafka Streams' settings for that suite: the same words, runs, partitions, instances and kill."""
-    return kstreams_peer.settings_for(bench)
 
 
 def describe(settings: kstreams_peer.Settings) -> str:
@@ -218,6 +214,9 @@ def _timed(
     killed_counted: int | None = None
     rejoined: float | None = None
     before: dict[str, str | None] = {}
+    shards = group.client()
+    starts: list[float] = []
+    ends: dict[str, float] = {}  # per shard, the end of its last transaction seen
     if settings.kill:
         while (paused := wordcount_pause.read_pause(marker_dir)) is None:
             if time.monotonic() > deadline:
@@ -237,6 +236,10 @@ def _timed(
         victim_shards = [sid for sid in ids if before[sid] == dead]
         group.kill(victim)  # SIGKILL, mid-transaction: its lease lingers until it expires
         killed, killed_counted = time.time(), int(paused["counted"])
+        # The other members' shards as they were: one may be done and then move to the restarted member.
+        for sid in ids:
+            if sid not in victim_shards:
+                _observe(shards.inspect(sid, timeout=INSPECT_TIMEOUT_S), starts, ends)
         group.restart(victim)  # at once, as a new member
         group.wait_for(
             lambda s: all(_live_primary(s, sid, dead) for sid in victim_shards),
@@ -244,22 +247,19 @@ def _timed(
             f"a live PRIMARY of each of {victim_shards} after the kill of {dead}",
         )
         rejoined = time.time() - killed
-    shards = group.client()
-    starts = list(wordcount_pause.first_consumes(marker_dir).values())
-    ends: list[float] = []
     for sid in ids:
         shards.stat_shard(sid, {journal_of[sid]: heads[sid]}, timeout=max(1.0, deadline - time.monotonic()))
-        info = shards.inspect(sid, timeout=INSPECT_TIMEOUT_S)
-        if not info.transactions:
-            raise GroupBenchError(f"shard {sid} read through its journal without a transaction")
-        if info.transactions_completed == len(info.transactions):  # its primary's first is listed
-            starts.append(info.transactions[0].began_at)
-        last = info.transactions[-1]
-        ends.append(last.began_at + last.consume_s + last.commit_s + last.ack_s)
+        _observe(shards.inspect(sid, timeout=INSPECT_TIMEOUT_S), starts, ends)
+        if sid not in ends:
+            if killed is None:
+                raise GroupBenchError(f"shard {sid} read through its journal without a transaction")
+            # Its new primary found its journal read: its transactions were done before the kill, in
+            # the killed process (or before it moved): the kill bounds when.
+            ends[sid] = killed
     listing = group.list_shards()
     after = {sid: _live_primary(listing, sid) for sid in ids}
-    start = min(starts)
-    seconds = max(ends) - start
+    start = min(starts + list(wordcount_pause.first_consumes(marker_dir).values()))
+    seconds = max(ends.values()) - start
     return Result(
         rate=words / seconds,
         seconds=seconds,
@@ -270,6 +270,18 @@ def _timed(
         placement=_placement(before or after, after),
         output_records=0,
     )
+
+
+def _observe(info: ShardInspection, starts: list[float], ends: dict[str, float]) -> None:
+    """Notes the start of the primary's first transaction (when Inspect still lists it) and the end of
+    its last one."""
+    txns = info.transactions
+    if txns:
+        if info.transactions_completed == len(txns):
+            starts.append(txns[0].began_at)
+        last = txns[-1]
+        end = last.began_at + last.consume_s + last.commit_s + last.ack_s
+        ends[info.shard] = max(ends.get(info.shard, end), end)
 
 
 def _placement(before: Mapping[str, str | None], after: Mapping[str, str | None]) -> str:
