@@ -8,15 +8,16 @@ columnar word count (ColumnarWordCount, the main row) and the per-message one (W
 * the corpus of bench.consumer.make_words (same words, same seed as Kafka Streams' run of that
   index), split over `partitions` journals by gazette.examples.wordcount.partition_of as the example
   splits it (the example's layout: `<prefix>/words/part-NNN`, one shard `count-NNN` per part, one
-  counts journal `<prefix>/word-counts` for all shards; a fresh prefix per run), published in
+  counts journal `<prefix>/word-counts-<app>` for all shards; a fresh prefix per run), published in
   transactions of bench.messages.TXN_MESSAGES before the shards exist (untimed; Kafka Streams' corpus
   is produced beforehand too, in a transaction committed once its instances run);
 * `instances` members (`gazette consumer run` subprocesses of a LocalCluster's ConsumerGroup) started
-  and registered first, then the shards applied at once, so that the allocator spreads them;
+  first (each serving), then the shards applied at once, so that the allocator spreads them;
 * the run is timed from the first message a shard takes (the earliest first transaction's start,
   the consumer's own clock, from Inspect) until the last shard has read through its journal's head
   with its counts stored and ACKs written (stat_shard, then the end of each shard's last transaction
-  from Inspect of its primary), as bench.consumer times one shard;
+  from Inspect of its primary), as bench.consumer times one shard. A shard that had read its whole
+  journal in the killed process (or before it moved) is taken to end at the kill, an upper bound;
 * the kill, at a known point as Kafka Streams' (whose victim blocks after `pause_after` count
   updates, kill_at of an instance's share): the applications are the example's, made able to pause
   (bench/wordcount_pause.py): the first member process to have counted `pause_after` words blocks
@@ -32,7 +33,7 @@ columnar word count (ColumnarWordCount, the main row) and the per-message one (W
   exactly the corpus' counts.
 
 Rows: rates in k msg/s whose limit and peer is Kafka Streams' row of the same run (issue 26's goal:
-at least as fast). `python -m bench.kstreams_peer --ours` runs it beside the peer.
+at least as fast). `python -m bench.kstreams_peer --ours-group` (or `--ours`) runs it beside the peer.
 """
 
 from __future__ import annotations
