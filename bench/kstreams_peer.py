@@ -626,6 +626,8 @@ def main() -> None:
             settings = dataclasses.replace(settings, kill=False)
     except ValueError as exc:
         parser.error(str(exc))
+    if args.ours_apps and not (args.ours or args.ours_group):
+        parser.error("--ours-apps needs --ours or --ours-group")
     console = Console()
     if not console.is_terminal:
         console.width = max(console.width, 160)  # piped or captured: don't squeeze the table
