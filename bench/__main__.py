@@ -1,6 +1,7 @@
 """`python -m bench [--quick] [--runs N] [--no-spark] [--no-gazette] [--no-kafka] [--no-allocator]`: every benchmark as one suite.
 
-Runs the broker, message, NATS peer, Kafka peer, consumer, Kafka Streams peer, replication, Gazette
+Runs the broker, message, NATS peer, Kafka peer, consumer, Kafka Streams peer, our word count in its
+shape (4 journals, 2 processes, a SIGKILL), replication, Gazette
 peer, allocator scale and Spark figures (the source beside spark.read.json and Kafka's source, live reads,
 the sink beside Kafka's sink) in turn, prints one table, writes bench/results.json and
 rewrites the README's table. A part that cannot run here (no nats-server, real Gazette not built,
@@ -38,6 +39,7 @@ from bench import (
     spark,
     spark_live,
     spark_sink,
+    wordcount_group,
 )
 from bench.figures import Figure, PeerUnavailable
 
@@ -142,6 +144,12 @@ def parts(args: argparse.Namespace, settings: runner.Settings, spark_details: di
             lambda: kstreams_peer.peer_figures(kstreams_settings),
             lambda s, log: kstreams_peer.run(kstreams_settings, log),
             KAFKA_SKIPPED if args.no_kafka else None,
+            settings=kstreams_settings,
+        ),
+        Part(  # after Kafka Streams' part: its figure is our rows' limit and peer
+            "word count group",
+            lambda: wordcount_group.group_figures(kstreams_settings),
+            lambda s, log: wordcount_group.run(kstreams_settings, log),
             settings=kstreams_settings,
         ),
         Part("replication", replication.replication_figures, replication.run, settings=settings),
@@ -283,6 +291,7 @@ def main() -> None:
         | gazette_peer.PEER_OF
         | kafka_peer.PEER_OF
         | kstreams_peer.PEER_OF
+        | wordcount_group.PEER_OF
         | spark_live.PEER_OF
         | spark_sink.PEER_OF
         | allocator_scale.peer_of(allocator_scale.FULL)

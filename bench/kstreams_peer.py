@@ -30,7 +30,10 @@ One run:
 
 The reader shares the machine's two cores with the instances and the broker, as our figure's consumer
 shares them with our broker. Without Java, the broker's jars or the built program the part is skipped,
-saying what to run. `python -m bench.kstreams_peer [--quick] [--ours]` runs it alone.
+saying what to run. `python -m bench.kstreams_peer [--quick] [--ours | --ours-group]` runs it alone;
+`--ours-group` also runs our word count in the same shape (bench/wordcount_group.py: 4 journals, 2
+consumer processes, a SIGKILL; the rows of `python -m bench` beside this one), `--ours` that and
+bench.consumer's one-shard figures.
 """
 
 from __future__ import annotations
@@ -596,7 +599,22 @@ def main() -> None:
         "--cache-bytes", type=int, help="statestore.cache.max.bytes (default 0: every update)"
     )
     parser.add_argument("--topology", choices=TOPOLOGIES, help="group-by (parse, repartition) or by-key")
-    parser.add_argument("--ours", action="store_true", help="also run bench.consumer (same words and runs)")
+    parser.add_argument(
+        "--ours",
+        action="store_true",
+        help="also run our word count in this shape (bench.wordcount_group) and bench.consumer (same words and runs)",
+    )
+    parser.add_argument(
+        "--ours-group",
+        action="store_true",
+        help="also run our word count in this shape (bench.wordcount_group: same words, runs, partitions, kill)",
+    )
+    parser.add_argument(
+        "--ours-apps",
+        nargs="+",
+        choices=("columnar", "per-message"),
+        help="with --ours or --ours-group: which of our word counts (default both)",
+    )
     args = parser.parse_args()
     settings = QUICK if args.quick else FULL
     changes = {
@@ -608,6 +626,8 @@ def main() -> None:
             settings = dataclasses.replace(settings, kill=False)
     except ValueError as exc:
         parser.error(str(exc))
+    if args.ours_apps and not (args.ours or args.ours_group):
+        parser.error("--ours-apps needs --ours or --ours-group")
     console = Console()
     if not console.is_terminal:
         console.width = max(console.width, 160)  # piped or captured: don't squeeze the table
@@ -620,8 +640,16 @@ def main() -> None:
         )
     console.rule("kafka streams peer")
     figures |= run(settings, console.log)
+    peer_of = dict(PEER_OF)
+    if args.ours or args.ours_group:
+        from bench import wordcount_group  # it imports this module
+
+        console.rule("our word count in this shape")
+        apps = tuple(args.ours_apps or wordcount_group.APPS)
+        figures |= wordcount_group.run(settings, console.log, apps)
+        peer_of |= wordcount_group.PEER_OF
     title = f"Kafka Streams peer ({settings.name}, median of {settings.runs} runs)"
-    report.print_table(report.rows_of(figures, PEER_OF, peer_figures=peer_figures(settings)), title, console)
+    report.print_table(report.rows_of(figures, peer_of, peer_figures=peer_figures(settings)), title, console)
 
 
 if __name__ == "__main__":
