@@ -339,9 +339,10 @@ async def _warm_up(aio: AsyncClient, chan: grpc.aio.Channel, journals, payload: 
 
 # --- profile ---------------------------------------------------------------------------------------
 async def _profile_load(
-    aio: AsyncClient, journals, seconds: float, profiler: cProfile.Profile
+    aio: AsyncClient, journals, seconds: float, profiler: cProfile.Profile, big: int = 2
 ) -> tuple[int, int]:
-    """R=3 load for `seconds` under the profiler: 8 small appenders and 2 appenders of 1 MiB."""
+    """R=3 load for `seconds` under the profiler: 8 small appenders and `big` appenders of 1 MiB
+    (none: the load of the "Append 100 B R=3, 8 in flight" rows alone)."""
     payload = os.urandom(MIB)
     par, small = journals[3]
     deadline = time.perf_counter() + seconds
@@ -359,22 +360,22 @@ async def _profile_load(
 
     profiler.enable()
     try:
-        await asyncio.gather(*(small_worker() for _ in range(IN_FLIGHT)), *(big_worker(j) for j in par[:2]))
+        await asyncio.gather(*(small_worker() for _ in range(IN_FLIGHT)), *(big_worker(j) for j in par[:big]))
     finally:
         profiler.disable()
     return counts[0], counts[1]
 
 
-def profile(seconds: float, top: int) -> None:
+def profile(seconds: float, top: int, big: int = 2) -> None:
     """Three in-process brokers and the client share one loop thread: one profiler sees them all."""
     profiler = cProfile.Profile()
     with LocalCluster(brokers=3, mode="inprocess", zones=("a", "b")) as cluster:
         journals = _journals(cluster, 1)
         client = cluster.client()
         client._loop.run(_warm_up_brokers(client.aio, journals))
-        smalls, bigs = client._loop.run(_profile_load(client.aio, journals, seconds, profiler))
+        smalls, bigs = client._loop.run(_profile_load(client.aio, journals, seconds, profiler, big))
     print(
-        f"R=3 under cProfile for {seconds:.0f} s: {smalls} appends of 100 B (8 in flight), {bigs} of 1 MiB (2 in flight)"
+        f"R=3 under cProfile for {seconds:.0f} s: {smalls} appends of 100 B (8 in flight), {bigs} of 1 MiB ({big} in flight)"
     )
     for order in ("tottime", "cumulative"):
         print(f"\n=== top {top} by {order} ===")
@@ -394,13 +395,16 @@ def main() -> None:
         "--profile", action="store_true", help="profile three in-process brokers under R=3 load"
     )
     parser.add_argument("--seconds", type=float, default=10.0, help="how long to profile")
+    parser.add_argument(
+        "--small-only", action="store_true", help="profile the 100 B appenders alone (no 1 MiB load)"
+    )
     parser.add_argument("--top", type=int, default=30, help="how many entries to print per listing")
     parser.add_argument(
         "--quick", action="store_true", help="measure the figures with bench's quick settings"
     )
     args = parser.parse_args()
     if args.profile:
-        profile(args.seconds, args.top)
+        profile(args.seconds, args.top, 0 if args.small_only else 2)
         return
     from bench import report, runner
 
