@@ -184,6 +184,7 @@ class _Network:
         graph.add_edge(_SOURCE, _SINK, capacity=item_slots, weight=w_unassigned)
 
         receivers = self._receivers(items, capacity)
+        used: set[MemberID] = set()  # members some item may be given: only they need arcs to the sink
         for position, item in enumerate(items, start=first):
             r = replication[item.id]
             item_node = ("item", item.id)
@@ -195,8 +196,10 @@ class _Network:
                 for m in self._candidates(item, zone, position, receivers[zone]):
                     weight = 0 if m.id in item.current else w_new
                     graph.add_edge(zone_node, ("member", *m.id), capacity=1, weight=weight)
+                    used.add(m.id)
 
-        for member_id, (fair, limit) in capacity.items():
+        for member_id in sorted(used):
+            fair, limit = capacity[member_id]
             fair = min(fair, limit)
             member_node = ("member", *member_id)
             if fair:
@@ -220,9 +223,10 @@ class _Network:
     def _receivers(
         self, items: Sequence[FlowItem], capacity: dict[MemberID, tuple[int, int]]
     ) -> dict[str, set[int]]:
-        """Per zone, the `zone_candidates` members (indexes in the zone) furthest below their fair
-        share of `items` (new members, mostly): every item may move to them, so that a member over
-        its share hands items straight to one under it instead of through a chain of others."""
+        """Per zone where some member holds more than its fair share of `items`, the
+        `zone_candidates` members (indexes in the zone) furthest below theirs (new members, mostly):
+        every item may move to them, so that a member over its share hands items straight to one
+        under it instead of through a chain of others."""
         k = self.zone_candidates
         out: dict[str, set[int]] = {z: set() for z in self.zones}
         if k is None:
@@ -230,8 +234,8 @@ class _Network:
         holding = Counter(m for i in items for m in i.current)
         for zone in self.zones:
             in_zone = self.by_zone[zone]
-            if len(in_zone) <= k:
-                continue
+            if len(in_zone) <= k or all(holding[m.id] <= capacity[m.id][0] for m in in_zone):
+                continue  # every member is a candidate, or none has items to hand over
             below = sorted(
                 (holding[m.id] - capacity[m.id][0], n)
                 for n, m in enumerate(in_zone)
