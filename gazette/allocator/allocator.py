@@ -150,8 +150,9 @@ class Allocator:
     async def _loop(self) -> None:
         desired: Mapping[str, Sequence[MemberID]] = {}
         solved_hash: str | None = None
+        parsed: dict[str, layout.AssignmentKey] = {}
         while True:
-            state = State.from_keyspace(self.ks, self.member_key, self.adapter)
+            state = State.from_keyspace(self.ks, self.member_key, self.adapter, parsed)
             self.state = state
             local = state.local
             if local is None:

@@ -159,23 +159,40 @@ class State:
     # ---- construction
 
     @classmethod
-    def from_keyspace(cls, ks: KeySpace, local_key: str, adapter: AllocatorAdapter) -> State:
+    def from_keyspace(
+        cls,
+        ks: KeySpace,
+        local_key: str,
+        adapter: AllocatorAdapter,
+        parsed: dict[str, layout.AssignmentKey] | None = None,
+    ) -> State:
+        """The State of `ks` now. `parsed` (the caller's, kept from round to round) holds the
+        assignment keys already parsed, and is left holding those of this round only: a leader's
+        rounds see mostly the same keys, and parsing each again took a third of a round."""
         root = ks.root
         members = [m for kv in ks.prefixed(layout.members_prefix(root)) if (m := _member(root, kv, adapter))]
         items_prefix = layout.items_prefix(root)
         items = [_item(kv, kv.key[len(items_prefix) :], adapter) for kv in ks.prefixed(items_prefix)]
         assignments: dict[str, list[Assignment]] = {}
+        known = parsed if parsed is not None else {}
+        now: dict[str, layout.AssignmentKey] = {}
         for kv in ks.prefixed(layout.assign_prefix(root)):
-            try:
-                ak = layout.parse_assignment_key(root, kv.key)
-            except ValueError as exc:
-                log.warning("allocator %s: ignoring assignment key: %s", root, exc)
-                continue
+            ak = known.get(kv.key)
+            if ak is None:
+                try:
+                    ak = layout.parse_assignment_key(root, kv.key)
+                except ValueError as exc:
+                    log.warning("allocator %s: ignoring assignment key: %s", root, exc)
+                    continue
+            now[kv.key] = ak
             assignments.setdefault(ak.item, []).append(
                 Assignment(
                     kv.key, ak.item, ak.zone, ak.suffix, ak.slot, kv.decoded, kv.mod_revision, kv.lease
                 )
             )
+        if parsed is not None:
+            parsed.clear()
+            parsed.update(now)
         return cls.build(root, ks.revision, local_key, members, items, assignments)
 
     @classmethod

@@ -298,3 +298,31 @@ def test_bad_adapter_values_are_named() -> None:
     odd = _FakeKeySpace(ROOT, {f"{ROOT}/members/nohash": 3, f"{ROOT}/assign/i#a#a1#x": None, mkey("a/a1"): 2})
     state = State.from_keyspace(odd, mkey("a/a1"), adapter)  # type: ignore[arg-type]
     assert [m.key for m in state.members] == [mkey("a/a1")] and state.assignments == {}
+
+
+def test_parsed_assignment_keys_are_kept_for_the_next_round_only() -> None:
+    adapter = AllocatorAdapter(
+        item_replication=lambda v: v,
+        member_limit=lambda v: v,
+        member_exiting=lambda v: False,
+        is_consistent=ok,
+    )
+    kvs = {
+        mkey("a/a1"): 2,
+        layout.item_key(ROOT, "i"): 1,
+        layout.item_key(ROOT, "j"): 1,
+        akey("i", "a/a1", 0): "",
+        akey("j", "a/a1", 0): "",
+        f"{ROOT}/assign/i#a#a1#x": "",  # malformed: skipped, and not kept
+    }
+    parsed: dict[str, layout.AssignmentKey] = {}
+    first = State.from_keyspace(_FakeKeySpace(ROOT, kvs), "", adapter, parsed)  # type: ignore[arg-type]
+    assert sorted(parsed) == [akey("i", "a/a1", 0), akey("j", "a/a1", 0)]
+    assert first == State.from_keyspace(_FakeKeySpace(ROOT, kvs), "", adapter)  # type: ignore[arg-type]
+
+    del kvs[akey("j", "a/a1", 0)]
+    second = State.from_keyspace(_FakeKeySpace(ROOT, kvs), "", adapter, parsed)  # type: ignore[arg-type]
+    assert sorted(parsed) == [akey("i", "a/a1", 0)]  # only what this round saw
+    assert [a.key for a in second.assignments["i"]] == [
+        akey("i", "a/a1", 0)
+    ] and "j" not in second.assignments
