@@ -119,6 +119,14 @@ def _converge_item(
     is_consistent: IsConsistent,
 ) -> Checkpoint:
     wanted = set(desired)
+    # Most items of a large cluster are where they should be, in slots 0..n-1: nothing to do (the
+    # rules below would add, remove, promote and pack nothing).
+    if (
+        len(current) == len(wanted)
+        and {a.member for a in current} == wanted
+        and sorted(a.slot for a in current) == list(range(len(current)))
+    ):
+        return Checkpoint()
     keep: list[Assignment] = []
     remove: list[Assignment] = []
     seen: set[MemberID] = set()
