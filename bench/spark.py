@@ -15,6 +15,7 @@ import contextlib
 import dataclasses
 import hashlib
 import json
+import os
 import random
 import shutil
 import statistics
@@ -255,7 +256,9 @@ def predecode(spark: Any, data: Dataset, directory: Path) -> Predecoded:
     )
     ddl = ds.schema()
     assert isinstance(ddl, str)
-    reader = ds.reader(StructType.fromDDL(ddl))
+    schema = StructType.fromDDL(ddl)
+    assert isinstance(schema, StructType)
+    reader = ds.reader(schema)
     directory.mkdir(parents=True)
     parts = reader.partitions()
     for i, p in enumerate(parts):
@@ -363,6 +366,50 @@ def _check_counts(counts: dict[str, int], data: Dataset) -> None:
         )
 
 
+def _cpu_seconds(jvm_pid: int) -> tuple[float, float] | None:
+    """CPU seconds (user + system) so far of Spark's JVM (`jvm_pid`) and of its descendants (the
+    Python workers, and those that exited: the JVM's reaped children), from /proc; None without it."""
+    tick = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
+    parents: dict[int, int] = {}
+    own: dict[int, float] = {}
+    reaped: dict[int, float] = {}
+    try:
+        names = os.listdir("/proc")
+    except OSError:
+        return None
+    for name in names:
+        if not name.isdigit():
+            continue
+        try:
+            with open(f"/proc/{name}/stat") as f:
+                stat = f.read()
+        except OSError:
+            continue  # exited meanwhile
+        fields = stat[stat.rindex(")") + 2 :].split()
+        pid = int(name)
+        parents[pid] = int(fields[1])
+        own[pid] = (int(fields[11]) + int(fields[12])) / tick
+        reaped[pid] = (int(fields[13]) + int(fields[14])) / tick
+    if jvm_pid not in own:
+        return None
+    children: dict[int, list[int]] = {}
+    for pid, parent in parents.items():
+        children.setdefault(parent, []).append(pid)
+    python, stack = reaped[jvm_pid], list(children.get(jvm_pid, []))
+    while stack:
+        pid = stack.pop()
+        python += own[pid] + reaped[pid]
+        stack.extend(children.get(pid, []))
+    return own[jvm_pid], python
+
+
+def _jvm_pid(spark: Any) -> int | None:
+    try:
+        return int(spark.sparkContext._jvm.java.lang.ProcessHandle.current().pid())
+    except Exception:  # not a local JVM (Spark Connect): no CPU figures
+        return None
+
+
 def measure(
     spark: Any,
     data: Dataset,
@@ -371,11 +418,14 @@ def measure(
     shapes: tuple[str, ...] = SHAPES,
     kafka: kafka_peer.SparkSource | None = None,
     floor: Predecoded | None = None,
+    cpu: dict[str, dict[str, list[list[float]]]] | None = None,
 ) -> dict[str, dict[str, list[float]]]:
     """Seconds per query for each shape and reader: one untimed warm-up query per reader (first
     shape), then `runs` rounds per shape, readers interleaved in each; every query's row count is
-    checked."""
+    checked. With `cpu`, it gets per shape and reader the [JVM, Python workers] CPU seconds of each
+    timed query (where /proc shows them): on a shared machine CPU time says what wall time cannot."""
     out: dict[str, dict[str, list[float]]] = {}
+    jvm = _jvm_pid(spark) if cpu is not None else None
     for i, shape in enumerate(shapes):
         contenders = _contenders(spark, data, shape, kafka, floor)
         if i == 0:
@@ -387,9 +437,14 @@ def measure(
             counts = {}
             for name, make in contenders.items():
                 df = make()
+                before = _cpu_seconds(jvm) if jvm is not None else None
                 start = time.perf_counter()
                 rows = _query(df)
                 samples[name].append(time.perf_counter() - start)
+                after = _cpu_seconds(jvm) if jvm is not None and before is not None else None
+                if cpu is not None and before is not None and after is not None:
+                    spent = [after[0] - before[0], after[1] - before[1]]
+                    cpu.setdefault(shape, {}).setdefault(name, []).append(spent)
                 counts[name] = sum(row.n for row in rows)
             _check_counts(counts, data)
             log(
@@ -552,11 +607,12 @@ def run(
             )
             try:
                 floor = None
+                cpu: dict[str, dict[str, list[list[float]]]] = {}
                 if "all columns" in settings.shapes:
                     log("decoding the Python Data Source API floor's batches ahead (not timed)")
                     floor = predecode(spark, data, root / "predecoded")
                     spark.dataSource.register(predecoded_source())
-                samples = measure(spark, data, settings.runs, log, settings.shapes, source, floor)
+                samples = measure(spark, data, settings.runs, log, settings.shapes, source, floor, cpu)
                 profiles = []
                 if settings.profile:
                     log("profiling read() in-process (one journal, one core)")
@@ -589,6 +645,7 @@ def run(
         },
         "readers": rows,
         "committed_overhead": overhead,
+        "cpu_seconds": cpu,  # per shape and reader, [JVM, Python workers] CPU seconds per timed query
         "profiles": profiles,
         "kafka": kafka_results,
     }
@@ -692,6 +749,14 @@ def print_results(results: dict[str, Any], console: Console) -> None:
         console.print(
             f"committed overhead, {shape}: t(committed)/t(uncommitted) {o['committed_vs_uncommitted']:.2f}, "
             f"t(read_committed)/t(uncommitted) {o['read_committed_vs_uncommitted']:.2f}"
+        )
+    for shape, by_reader in results.get("cpu_seconds", {}).items():
+        console.print(
+            f"CPU seconds per query, {shape} (median; JVM + Python workers): "
+            + ", ".join(
+                f"{name} {statistics.median(j for j, _ in v):.2f} + {statistics.median(p for _, p in v):.2f}"
+                for name, v in by_reader.items()
+            )
         )
     for p in results["profiles"]:
         prof = Table(

@@ -1,6 +1,11 @@
-"""bench/spark.py's figures: the Python Data Source API floor is a limit row of the all-columns shape."""
+"""bench/spark.py's figures (the Python Data Source API floor is a limit row of the all-columns shape)
+and its CPU accounting of the Spark JVM and its Python workers."""
 
 from __future__ import annotations
+
+import os
+import subprocess
+import sys
 
 import pytest
 
@@ -33,3 +38,15 @@ def test_the_floor_counts_every_message() -> None:
     spark._check_counts({**counts, spark.FLOOR: 10}, data)
     with pytest.raises(RuntimeError, match="pre-decoded"):
         spark._check_counts({**counts, spark.FLOOR: 9}, data)
+
+
+@pytest.mark.skipif(not os.path.isdir("/proc/self"), reason="reads /proc")
+def test_cpu_seconds_count_the_cpu_of_children_that_exited() -> None:
+    """A child that burned 0.2 s of CPU and was reaped shows in the descendants' figure, not the root's."""
+    burn = "import time\nwhile time.process_time() < 0.2: pass"
+    before = spark._cpu_seconds(os.getpid())
+    subprocess.run([sys.executable, "-c", burn], check=True, timeout=60)
+    after = spark._cpu_seconds(os.getpid())
+    assert before is not None and after is not None
+    assert after[1] - before[1] >= 0.19
+    assert spark._cpu_seconds(-1) is None  # no such process
