@@ -4,7 +4,9 @@ figures in the suite's table and results.json).
 
 Generates JSON messages of interleaved producers over 8+ journals as real fragments in a file://
 store, and the same bytes as .json files; times one aggregate query per reader (as MB/s of those
-bytes; ratio t(json) / t(ours), higher is better), then times the stages of our read() in-process."""
+bytes; ratio t(json) / t(ours), higher is better), and, for all columns, a source yielding our read's
+batches decoded ahead (FLOOR: the Python Data Source API's own cost); then times the stages of our
+read() in-process."""
 
 from __future__ import annotations
 
@@ -13,6 +15,7 @@ import contextlib
 import dataclasses
 import hashlib
 import json
+import os
 import random
 import shutil
 import statistics
@@ -55,6 +58,12 @@ _WORDS = "alpha beta gamma delta epsilon zeta eta theta iota kappa lambda omicro
 
 READERS = ("json", "uncommitted", "committed", "read_committed")
 KAFKA = "kafka"  # the Kafka peer's reader (bench/kafka_peer.py): Spark's Kafka source, read_committed
+# The Python Data Source API's own cost, all columns: a source whose read() yields our uncommitted
+# read's Arrow batches, decoded before the timed queries (memory-mapped IPC files). Nothing decodes:
+# what is left is Spark's (tasks, the Arrow stream from the Python worker, the JVM copying every
+# column into rows, the query), the ceiling of any Python source returning those columns.
+FLOOR = "api_floor"
+FLOOR_SOURCE = "gazette_predecoded"
 SHAPES = ("all columns", "query columns")
 
 
@@ -224,14 +233,90 @@ def _query(df: Any) -> list[Any]:
     )
 
 
+@dataclasses.dataclass(frozen=True)
+class Predecoded:
+    """Our uncommitted all-columns read, decoded ahead: one Arrow IPC file per partition."""
+
+    directory: Path
+    partitions: int
+    ddl: str  # the source's schema (metadata columns, then the message fields)
+
+
+def predecode(spark: Any, data: Dataset, directory: Path) -> Predecoded:
+    """Runs our uncommitted read of every partition in this process (the partitions Spark gets)
+    and writes each one's batches to `directory`/part-N.arrow."""
+    import pyarrow as pa
+    from pyspark.sql.types import StructType
+
+    from fragments_io import source
+
+    del spark  # the DDL parse below needs the active session
+    ds = source.GazetteDataSource(
+        {"store": data.store, "journals": "bench/", "isolation": "uncommitted", "schema": FIELDS_DDL}
+    )
+    ddl = ds.schema()
+    assert isinstance(ddl, str)
+    schema = StructType.fromDDL(ddl)
+    assert isinstance(schema, StructType)
+    reader = ds.reader(schema)
+    directory.mkdir(parents=True)
+    parts = reader.partitions()
+    for i, p in enumerate(parts):
+        batches = list(reader.read(p))
+        with pa.OSFile(str(directory / f"part-{i}.arrow"), "wb") as f:
+            with pa.ipc.new_file(f, batches[0].schema) as w:
+                for b in batches:
+                    w.write_batch(b)
+    return Predecoded(directory, len(parts), ddl)
+
+
+def predecoded_source() -> type:
+    """The FLOOR reader's data source, defined here so that it is pickled by value (Spark's
+    workers need not import bench)."""
+    from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
+
+    class PredecodedReader(DataSourceReader):
+        def __init__(self, directory: str, partitions: int) -> None:
+            self.directory, self.count = directory, partitions
+
+        def partitions(self) -> list[InputPartition]:
+            return [InputPartition(i) for i in range(self.count)]
+
+        def read(self, partition: InputPartition) -> Any:
+            import pyarrow as pa
+
+            with pa.memory_map(f"{self.directory}/part-{partition.value}.arrow") as src:
+                reader = pa.ipc.open_file(src)
+                for i in range(reader.num_record_batches):
+                    yield reader.get_batch(i)
+
+    class PredecodedSource(DataSource):
+        @classmethod
+        def name(cls) -> str:
+            return FLOOR_SOURCE
+
+        def schema(self) -> str:
+            return str(self.options["ddl"])
+
+        def reader(self, schema: Any) -> PredecodedReader:
+            return PredecodedReader(str(self.options["directory"]), int(self.options["partitions"]))
+
+    return PredecodedSource
+
+
 def _contenders(
-    spark: Any, data: Dataset, shape: str, kafka: kafka_peer.SparkSource | None = None
+    spark: Any,
+    data: Dataset,
+    shape: str,
+    kafka: kafka_peer.SparkSource | None = None,
+    floor: Predecoded | None = None,
 ) -> dict[str, Callable[[], Any]]:
     """Fresh DataFrames per call (a load() per query: no planning cached between runs). "all
     columns": every reader gets the messages' whole schema (Spark's JSON reader then prunes to the
     query's columns by itself; a Python data source cannot). "query columns": every reader gets
     only the query's columns as its schema (ours: plus journal and begin). With `kafka`, Spark's
-    Kafka source over the same messages too (from_json with the same schema)."""
+    Kafka source over the same messages too (from_json with the same schema); with `floor`, the
+    pre-decoded batches of the all-columns shape (FLOOR)."""
     import fragments_io
 
     def ours(isolation: str) -> Callable[[], Any]:
@@ -256,6 +341,14 @@ def _contenders(
     }
     if kafka is not None:
         readers[KAFKA] = lambda: kafka.dataframe(spark, fields)
+    if floor is not None and shape == "all columns":
+        readers[FLOOR] = lambda: (
+            spark.read.format(FLOOR_SOURCE)
+            .option("directory", str(floor.directory))
+            .option("partitions", str(floor.partitions))
+            .option("ddl", floor.ddl)
+            .load()
+        )
     return readers
 
 
@@ -265,10 +358,56 @@ def _check_counts(counts: dict[str, int], data: Dataset) -> None:
         raise RuntimeError(f"row counts {counts} differ from the {data.messages} messages generated")
     if counts["committed"] != data.committed or counts["read_committed"] != data.committed:
         raise RuntimeError(f"committed row counts {counts} differ from the {data.committed} generated")
+    if counts.get(FLOOR, data.messages) != data.messages:
+        raise RuntimeError(f"the pre-decoded batches count {counts[FLOOR]}, not the {data.messages} messages")
     if counts.get(KAFKA, data.committed) != data.committed:
         raise RuntimeError(
             f"Kafka's read_committed row count {counts[KAFKA]} differs from the {data.committed} generated"
         )
+
+
+def _cpu_seconds(jvm_pid: int) -> tuple[float, float] | None:
+    """CPU seconds (user + system) so far of Spark's JVM (`jvm_pid`) and of its descendants (the
+    Python workers, and those that exited: the JVM's reaped children), from /proc; None without it."""
+    tick = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
+    parents: dict[int, int] = {}
+    own: dict[int, float] = {}
+    reaped: dict[int, float] = {}
+    try:
+        names = os.listdir("/proc")
+    except OSError:
+        return None
+    for name in names:
+        if not name.isdigit():
+            continue
+        try:
+            with open(f"/proc/{name}/stat") as f:
+                stat = f.read()
+        except OSError:
+            continue  # exited meanwhile
+        fields = stat[stat.rindex(")") + 2 :].split()
+        pid = int(name)
+        parents[pid] = int(fields[1])
+        own[pid] = (int(fields[11]) + int(fields[12])) / tick
+        reaped[pid] = (int(fields[13]) + int(fields[14])) / tick
+    if jvm_pid not in own:
+        return None
+    children: dict[int, list[int]] = {}
+    for pid, parent in parents.items():
+        children.setdefault(parent, []).append(pid)
+    python, stack = reaped[jvm_pid], list(children.get(jvm_pid, []))
+    while stack:
+        pid = stack.pop()
+        python += own[pid] + reaped[pid]
+        stack.extend(children.get(pid, []))
+    return own[jvm_pid], python
+
+
+def _jvm_pid(spark: Any) -> int | None:
+    try:
+        return int(spark.sparkContext._jvm.java.lang.ProcessHandle.current().pid())
+    except Exception:  # not a local JVM (Spark Connect): no CPU figures
+        return None
 
 
 def measure(
@@ -278,13 +417,17 @@ def measure(
     log: Callable[[str], None],
     shapes: tuple[str, ...] = SHAPES,
     kafka: kafka_peer.SparkSource | None = None,
+    floor: Predecoded | None = None,
+    cpu: dict[str, dict[str, list[list[float]]]] | None = None,
 ) -> dict[str, dict[str, list[float]]]:
     """Seconds per query for each shape and reader: one untimed warm-up query per reader (first
     shape), then `runs` rounds per shape, readers interleaved in each; every query's row count is
-    checked."""
+    checked. With `cpu`, it gets per shape and reader the [JVM, Python workers] CPU seconds of each
+    timed query (where /proc shows them): on a shared machine CPU time says what wall time cannot."""
     out: dict[str, dict[str, list[float]]] = {}
+    jvm = _jvm_pid(spark) if cpu is not None else None
     for i, shape in enumerate(shapes):
-        contenders = _contenders(spark, data, shape, kafka)
+        contenders = _contenders(spark, data, shape, kafka, floor)
         if i == 0:
             log(f"{shape}: warm-up, one query per reader (untimed)")
             for make in contenders.values():
@@ -294,9 +437,14 @@ def measure(
             counts = {}
             for name, make in contenders.items():
                 df = make()
+                before = _cpu_seconds(jvm) if jvm is not None else None
                 start = time.perf_counter()
                 rows = _query(df)
                 samples[name].append(time.perf_counter() - start)
+                after = _cpu_seconds(jvm) if jvm is not None and before is not None else None
+                if cpu is not None and before is not None and after is not None:
+                    spent = [after[0] - before[0], after[1] - before[1]]
+                    cpu.setdefault(shape, {}).setdefault(name, []).append(spent)
                 counts[name] = sum(row.n for row in rows)
             _check_counts(counts, data)
             log(
@@ -390,13 +538,13 @@ def _ratio_rows(samples: dict[str, dict[str, list[float]]]) -> list[dict[str, An
     rows = []
     for shape, by_reader in samples.items():
         json_s = by_reader["json"]
-        for name in [r for r in (*READERS, KAFKA) if r in by_reader]:
+        for name in [r for r in (*READERS, FLOOR, KAFKA) if r in by_reader]:
             ours = by_reader[name]
             ratios = [j / o for j, o in zip(json_s, ours, strict=True)]
             target = {"uncommitted": TARGET_UNCOMMITTED, "committed": TARGET_COMMITTED}.get(
                 name, TARGET_READ_COMMITTED
             )
-            target = None if name in ("json", KAFKA) else target
+            target = None if name in ("json", FLOOR, KAFKA) else target
             rows.append(
                 {
                     "shape": shape,
@@ -458,7 +606,13 @@ def run(
                 },
             )
             try:
-                samples = measure(spark, data, settings.runs, log, settings.shapes, source)
+                floor = None
+                cpu: dict[str, dict[str, list[list[float]]]] = {}
+                if "all columns" in settings.shapes:
+                    log("decoding the Python Data Source API floor's batches ahead (not timed)")
+                    floor = predecode(spark, data, root / "predecoded")
+                    spark.dataSource.register(predecoded_source())
+                samples = measure(spark, data, settings.runs, log, settings.shapes, source, floor, cpu)
                 profiles = []
                 if settings.profile:
                     log("profiling read() in-process (one journal, one core)")
@@ -491,6 +645,7 @@ def run(
         },
         "readers": rows,
         "committed_overhead": overhead,
+        "cpu_seconds": cpu,  # per shape and reader, [JVM, Python workers] CPU seconds per timed query
         "profiles": profiles,
         "kafka": kafka_results,
     }
@@ -511,10 +666,14 @@ _TARGETS = {
 }
 
 
-def spark_figures(shapes: tuple[str, ...] = SHAPES, kafka: bool = False) -> dict[str, Figure]:
+def spark_figures(
+    shapes: tuple[str, ...] = SHAPES, kafka: bool = False, floor: bool = True
+) -> dict[str, Figure]:
     """The suite's figures of this benchmark, in table order: per shape, json (the limit) then ours,
-    as MB/s of the same JSON bytes (so ours / json = t(json) / t(ours)); with `kafka`, then the Kafka
-    peer's (the peer of our committed read: kafka_peer.PEER_OF)."""
+    as MB/s of the same JSON bytes (so ours / json = t(json) / t(ours)); with `floor`, for all
+    columns, the Python Data Source API's floor (FLOOR, a limit: the most any Python source returning
+    those columns can reach); with `kafka`, then the Kafka peer's (the peer of our committed read:
+    kafka_peer.PEER_OF)."""
     out = {}
     for shape in shapes:
         limit = f"spark_json_{_SHAPE_KEYS[shape]}"
@@ -525,6 +684,10 @@ def spark_figures(shapes: tuple[str, ...] = SHAPES, kafka: bool = False) -> dict
                 out[key] = Figure(key, name, "MB/s", True)
             else:
                 out[key] = Figure(key, name, "MB/s", True, limit, _TARGETS[reader])
+        if floor and shape == "all columns":
+            key = f"spark_{FLOOR}_{_SHAPE_KEYS[shape]}"
+            name = f"Limit: Python Data Source API floor (pre-decoded batches), {shape}"
+            out[key] = Figure(key, name, "MB/s", True)
         if kafka:
             key = f"spark_{KAFKA}_{_SHAPE_KEYS[shape]}"
             name = f"Peer: Kafka's Spark source, read_committed, {shape} (target: committed ≥ {TARGET_VS_KAFKA:g}×)"
@@ -535,7 +698,8 @@ def spark_figures(shapes: tuple[str, ...] = SHAPES, kafka: bool = False) -> dict
 def figures_of(results: dict[str, Any]) -> dict[str, Figure]:
     """`run`'s results as the suite's figures, one MB/s sample per timed query."""
     shapes = tuple(dict.fromkeys(r["shape"] for r in results["readers"]))
-    figures = spark_figures(shapes, kafka=results.get("kafka") is not None)
+    floor = any(r["reader"] == FLOOR for r in results["readers"])
+    figures = spark_figures(shapes, kafka=results.get("kafka") is not None, floor=floor)
     size = results["data"]["bytes"]
     for r in results["readers"]:
         key = f"spark_{r['reader']}_{_SHAPE_KEYS[r['shape']]}"
@@ -585,6 +749,14 @@ def print_results(results: dict[str, Any], console: Console) -> None:
         console.print(
             f"committed overhead, {shape}: t(committed)/t(uncommitted) {o['committed_vs_uncommitted']:.2f}, "
             f"t(read_committed)/t(uncommitted) {o['read_committed_vs_uncommitted']:.2f}"
+        )
+    for shape, by_reader in results.get("cpu_seconds", {}).items():
+        console.print(
+            f"CPU seconds per query, {shape} (median; JVM + Python workers): "
+            + ", ".join(
+                f"{name} {statistics.median(j for j, _ in v):.2f} + {statistics.median(p for _, p in v):.2f}"
+                for name, v in by_reader.items()
+            )
         )
     for p in results["profiles"]:
         prof = Table(
