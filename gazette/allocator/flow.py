@@ -80,8 +80,8 @@ def solve(
     Gazette's does: items are solved in networks of `chunk_items` (in id order), each given its share
     of what every member's limit and fair share have left (`_share`), and an item may move only to
     the members of each zone that `_candidates` picks for it (besides its current ones, which it may
-    always keep). The chunks that could not fully place an item are solved once more as one network
-    over what every member has left, with every member a candidate.
+    always keep). The chunks that could not fully place an item are solved once more, one after the
+    other, over what every member has left, with every member a candidate.
     """
     if chunk_items <= 0:
         raise ValueError(f"chunk_items must be positive, not {chunk_items}")
@@ -129,9 +129,9 @@ def solve(
     if len(chunks) == 1:
         return desired
 
-    # The chunks that left an item short are solved again as one network over what every member has
-    # left, with every member a candidate: a chunk's share of the limits (or its items' candidates)
-    # may not have fit it, and its other items give the solver room to make way.
+    # The chunks that left an item short are solved again over what every member has left, with every
+    # member a candidate: a chunk's share of the limits (or its items' candidates) may not have fit
+    # it, and its other items give the solver room to make way.
     # With no room left anywhere (the cluster is full) there is nothing to gain.
     placed = Counter(m for chosen in desired.values() for m in chosen)
     if all(placed[m.id] >= m.limit for m in usable):
@@ -139,12 +139,16 @@ def solve(
     again = [chunk for chunk in chunks if any(len(desired.get(i.id, ())) < replication[i.id] for i in chunk)]
     if not again:
         return desired
-    redo = [i for chunk in again for i in chunk]
-    for i in redo:
-        desired.pop(i.id, None)
+    for chunk in again:
+        for i in chunk:
+            desired.pop(i.id, None)
     held = Counter(m for chosen in desired.values() for m in chosen)
-    residual = {m.id: (max(0, fair[m.id] - held[m.id]), max(0, m.limit - held[m.id])) for m in usable}
-    desired.update(_Network(zones, by_zone, replication, None).solve(redo, residual))
+    everyone = _Network(zones, by_zone, replication, None)
+    for chunk in again:  # a network each, so that its size stays bounded however many fell short
+        residual = {m.id: (max(0, fair[m.id] - held[m.id]), max(0, m.limit - held[m.id])) for m in usable}
+        solved = everyone.solve(chunk, residual)
+        desired.update(solved)
+        held.update(m for chosen in solved.values() for m in chosen)
     return desired
 
 
