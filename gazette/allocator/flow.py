@@ -115,14 +115,14 @@ def solve(
         current = Counter(m for i in chunk for m in i.current)
         # Each member offers a chunk its share of what it has left, in proportion to the chunk's
         # replicas, so that what one chunk took beyond a share the later ones do not.
-        capacity = {
-            m.id: (
-                _share(fair[m.id] - held[m.id], slots, left, current[m.id], _phase(m, c)),
-                _share(m.limit - held[m.id], slots, left, current[m.id], _phase(m, c)),
+        capacity = {}
+        for m in usable:
+            phase = _phase(m, c)
+            capacity[m.id] = (
+                _share(fair[m.id] - held[m.id], slots, left, current[m.id], phase),
+                _share(m.limit - held[m.id], slots, left, current[m.id], phase),
             )
-            for m in usable
-        }
-        solved = network.solve(chunk, capacity, c * chunk_items)
+        solved = network.solve(chunk, capacity, current, c * chunk_items)
         desired.update(solved)
         held.update(m for chosen in solved.values() for m in chosen)
         left -= slots
@@ -133,20 +133,17 @@ def solve(
     # member a candidate: a chunk's share of the limits (or its items' candidates) may not have fit
     # it, and its other items give the solver room to make way.
     # With no room left anywhere (the cluster is full) there is nothing to gain.
-    placed = Counter(m for chosen in desired.values() for m in chosen)
-    if all(placed[m.id] >= m.limit for m in usable):
+    if all(held[m.id] >= m.limit for m in usable):
         return desired
     again = [chunk for chunk in chunks if any(len(desired.get(i.id, ())) < replication[i.id] for i in chunk)]
     if not again:
         return desired
     for chunk in again:
-        for i in chunk:
-            desired.pop(i.id, None)
-    held = Counter(m for chosen in desired.values() for m in chosen)
+        held.subtract(m for i in chunk for m in desired.pop(i.id, ()))
     everyone = _Network(zones, by_zone, replication, None)
     for chunk in again:  # a network each, so that its size stays bounded however many fell short
         residual = {m.id: (max(0, fair[m.id] - held[m.id]), max(0, m.limit - held[m.id])) for m in usable}
-        solved = everyone.solve(chunk, residual)
+        solved = everyone.solve(chunk, residual, Counter(m for i in chunk for m in i.current))
         desired.update(solved)
         held.update(m for chosen in solved.values() for m in chosen)
     return desired
@@ -169,10 +166,15 @@ class _Network:
         self.zone_index = {m.id: n for z in zones for n, m in enumerate(by_zone[z])}
 
     def solve(
-        self, items: Sequence[FlowItem], capacity: dict[MemberID, tuple[int, int]], first: int = 0
+        self,
+        items: Sequence[FlowItem],
+        capacity: dict[MemberID, tuple[int, int]],
+        holding: Counter[MemberID],
+        first: int = 0,
     ) -> dict[str, list[MemberID]]:
         """The members chosen for each of `items` (the `first`-th item onward, in id order), members
-        taking at most their (fair, limit) `capacity` (the second at a cost)."""
+        taking at most their (fair, limit) `capacity` (the second at a cost); `holding` counts the
+        items' current assignments per member."""
         zones, replication = self.zones, self.replication
         item_slots = sum(replication[i.id] for i in items)
         # Each unit of flow crosses one arc of each tier, so a tier's total cost is at most item_slots
@@ -187,7 +189,7 @@ class _Network:
         # A replica that finds no member flows here: the costliest way to meet the sink's demand.
         graph.add_edge(_SOURCE, _SINK, capacity=item_slots, weight=w_unassigned)
 
-        receivers = self._receivers(items, capacity)
+        receivers = self._receivers(holding, capacity)
         used: set[MemberID] = set()  # members some item may be given: only they need arcs to the sink
         for position, item in enumerate(items, start=first):
             r = replication[item.id]
@@ -225,9 +227,9 @@ class _Network:
         return desired
 
     def _receivers(
-        self, items: Sequence[FlowItem], capacity: dict[MemberID, tuple[int, int]]
+        self, holding: Counter[MemberID], capacity: dict[MemberID, tuple[int, int]]
     ) -> dict[str, set[int]]:
-        """Per zone where some member holds more than its fair share of `items`, the
+        """Per zone where some member holds (`holding`) more than its fair share, the
         `zone_candidates` members (indexes in the zone) furthest below theirs (new members, mostly):
         every item may move to them, so that a member over its share hands items straight to one
         under it instead of through a chain of others."""
@@ -235,7 +237,6 @@ class _Network:
         out: dict[str, set[int]] = {z: set() for z in self.zones}
         if k is None:
             return out
-        holding = Counter(m for i in items for m in i.current)
         for zone in self.zones:
             in_zone = self.by_zone[zone]
             if len(in_zone) <= k or all(holding[m.id] <= capacity[m.id][0] for m in in_zone):

@@ -281,13 +281,14 @@ class _FakeKeySpace:
         return [kv for kv in self._kvs if kv.key.startswith(prefix)]
 
 
+# Items' and members' values are their replication and limit themselves.
+VALUE_ADAPTER = AllocatorAdapter(
+    item_replication=lambda v: v, member_limit=lambda v: v, member_exiting=lambda v: False, is_consistent=ok
+)
+
+
 def test_bad_adapter_values_are_named() -> None:
-    adapter = AllocatorAdapter(
-        item_replication=lambda v: v,
-        member_limit=lambda v: v,
-        member_exiting=lambda v: False,
-        is_consistent=ok,
-    )
+    adapter = VALUE_ADAPTER
     bad_item = _FakeKeySpace(ROOT, {layout.item_key(ROOT, "i"): -1})
     with pytest.raises(AdapterError, match='item "/t/items/i" has desired replication -1'):
         State.from_keyspace(bad_item, "", adapter)  # type: ignore[arg-type]
@@ -301,12 +302,7 @@ def test_bad_adapter_values_are_named() -> None:
 
 
 def test_parsed_assignment_keys_are_kept_for_the_next_round_only() -> None:
-    adapter = AllocatorAdapter(
-        item_replication=lambda v: v,
-        member_limit=lambda v: v,
-        member_exiting=lambda v: False,
-        is_consistent=ok,
-    )
+    adapter = VALUE_ADAPTER
     kvs = {
         mkey("a/a1"): 2,
         layout.item_key(ROOT, "i"): 1,
